@@ -1,0 +1,63 @@
+"""Which execution target the Numba kernels use: a real GPU or the CUDA simulator.
+
+Numba reads ``NUMBA_ENABLE_CUDASIM`` once, at import, so the choice is made
+here, before anything imports numba. ``ALPHARL_TARGET`` forces it:
+
+- ``ALPHARL_TARGET=sim``: Numba's CUDA simulator (kernels run as Python threads);
+- ``ALPHARL_TARGET=gpu``: the real GPU (fails loudly when there is none);
+- unset: the GPU when an NVIDIA driver is present, the simulator otherwise.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ENV_VAR = "ALPHARL_TARGET"
+SIM = "sim"
+GPU = "gpu"
+
+
+class TargetError(RuntimeError):
+    """The requested target cannot be honoured (numba already imported, no GPU...)."""
+
+
+def nvidia_driver_present() -> bool:
+    """True when this machine has an NVIDIA kernel driver (checked without importing numba)."""
+    return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists()
+
+
+def requested() -> str:
+    value = os.environ.get(ENV_VAR, "").strip().lower()
+    if value in ("", "auto"):
+        return GPU if nvidia_driver_present() else SIM
+    if value not in (SIM, GPU):
+        raise TargetError(f"{ENV_VAR}={value!r}: expected 'sim', 'gpu' or 'auto'")
+    return value
+
+
+def configure() -> str:
+    """Set NUMBA_ENABLE_CUDASIM to match the requested target; return the target."""
+    want = requested()
+    sim_flag = "1" if want == SIM else "0"
+    if "numba" in sys.modules:
+        # Too late to switch: report what numba actually runs on.
+        from numba import config
+
+        active = SIM if config.ENABLE_CUDASIM else GPU
+        if os.environ.get(ENV_VAR) and active != want:
+            raise TargetError(f"{ENV_VAR}={want} but numba was imported first with target {active}")
+        return active
+    os.environ["NUMBA_ENABLE_CUDASIM"] = sim_flag
+    return want
+
+
+def active() -> str:
+    """The target numba runs on in this process."""
+    from numba import config
+
+    return SIM if config.ENABLE_CUDASIM else GPU
+
+
+def on_simulator() -> bool:
+    return active() == SIM

@@ -1,0 +1,1 @@
+"""The ``alpharl`` command line: one module per command or command group."""

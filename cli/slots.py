@@ -1,0 +1,41 @@
+"""``alpharl slots``: the ISV slot map."""
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from alpharl import isv
+
+
+def slots(
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Only slots of this group, or matching this name pattern (e.g. 'lr_*').")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the map as JSON for scripts.")] = False,
+) -> None:
+    """Print the ISV slot map: index, name, group, bootstrap, unit, range, description."""
+    chosen = isv.slots_matching(group) if group else list(isv.SLOTS)
+    if group and not chosen:
+        from alpharl.cli.errors import UserError
+
+        raise UserError(f"--group {group!r}: no slot or group matches (groups: {', '.join(isv.GROUPS)})")
+    if as_json:
+        rows = [{"index": s.index, "name": s.name, "group": s.group, "bootstrap": s.bootstrap, "unit": s.unit,
+                 "lo": _finite(s.lo), "hi": _finite(s.hi), "description": s.description} for s in chosen]
+        typer.echo(json.dumps({"RL_SLOTS_END": isv.RL_SLOTS_END, "slots": rows}, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"ISV slots (RL_SLOTS_END = {isv.RL_SLOTS_END})")
+    for col, kw in (("idx", {"justify": "right"}), ("name", {}), ("group", {}), ("bootstrap", {"justify": "right"}),
+                    ("unit", {}), ("range", {}), ("description", {})):
+        table.add_column(col, **kw)
+    for s in chosen:
+        table.add_row(str(s.index), s.name, s.group, f"{s.bootstrap:g}", s.unit, f"[{s.lo:g}, {s.hi:g}]", s.description)
+    Console().print(table)
+
+
+def _finite(x: float):
+    """JSON has no infinity: an open bound is written as null."""
+    return None if x in (float("inf"), float("-inf")) else x

@@ -1,0 +1,127 @@
+"""Single-block reductions: ``rl_l2_norm``, ``rl_batch_moments`` and the shared
+tree-reduce device functions.
+
+All reductions here run in ONE block and reduce in a fixed order (per-thread
+block-stride partial sums, then a shared-memory tree), so results are
+bit-identical run to run: no floating-point atomics.
+"""
+from __future__ import annotations
+
+import math
+
+from numba import cuda, float32, float64
+
+from alpharl.cuda_kernels.registry import kernel
+
+#: Threads of the single-block reductions (seed: 256-thread single-block reduce).
+REDUCE_BLOCK = 256
+
+
+@cuda.jit(device=True)
+def tree_sum(sh, tid, width):
+    """Sum sh[0:width] into sh[0] (width a power of two). Every thread must call it."""
+    s = width // 2
+    while s > 0:
+        if tid < s:
+            sh[tid] += sh[tid + s]
+        cuda.syncthreads()
+        s //= 2
+
+
+@cuda.jit(device=True)
+def tree_max(sh, tid, width):
+    """Max of sh[0:width] into sh[0] (width a power of two). Every thread must call it."""
+    s = width // 2
+    while s > 0:
+        if tid < s:
+            if sh[tid + s] > sh[tid]:
+                sh[tid] = sh[tid + s]
+        cuda.syncthreads()
+        s //= 2
+
+
+@kernel("void(float32[::1], int32, float32[::1], int32)")
+def rl_l2_norm(x, n, out, out_idx):
+    """out[out_idx] = ||x[0:n]||_2. Launch [1, REDUCE_BLOCK].
+
+    Block-stride loop (the grid is one block) + shared-memory tree reduce.
+    A non-finite element makes the norm non-finite; the signal EMA refuses it.
+    """
+    sh = cuda.shared.array(REDUCE_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    acc = float32(0.0)
+    for i in range(tid, n, REDUCE_BLOCK):
+        v = x[i]
+        acc += v * v
+    sh[tid] = acc
+    cuda.syncthreads()
+    tree_sum(sh, tid, REDUCE_BLOCK)
+    if tid == 0:
+        out[out_idx] = math.sqrt(sh[0])
+
+
+@kernel("void(float32[::1], float32[::1], int32, float32[::1], int32, int32, int32, int32, int32)")
+def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max):
+    """Weighted batch statistics of x[0:n] with weights w (0 = excluded), into ISV slots.
+
+    count = sum w; mean = sum w x / count; var = sum w (x-mean)^2 / count;
+    kurtosis = (sum w (x-mean)^4 / count) / var^2; max = max of x where w > 0.
+    Two passes (mean first, then centred moments) in float64 to keep the
+    fourth moment accurate. A slot of -1 is not written. With count = 0 only
+    the count slot is written (0): there was no observation, the EMAs gate on it.
+    Launch [1, REDUCE_BLOCK].
+    """
+    s_w = cuda.shared.array(REDUCE_BLOCK, float64)
+    s_1 = cuda.shared.array(REDUCE_BLOCK, float64)
+    s_2 = cuda.shared.array(REDUCE_BLOCK, float64)
+    s_mx = cuda.shared.array(REDUCE_BLOCK, float64)
+    tid = cuda.threadIdx.x
+    aw = float64(0.0)
+    ax = float64(0.0)
+    mx = float64(-math.inf)
+    for i in range(tid, n, REDUCE_BLOCK):
+        wi = float64(w[i])
+        if wi > 0.0:
+            xi = float64(x[i])
+            aw += wi
+            ax += wi * xi
+            if xi > mx or xi != xi:
+                mx = xi
+    s_w[tid] = aw
+    s_1[tid] = ax
+    s_mx[tid] = mx
+    cuda.syncthreads()
+    tree_sum(s_w, tid, REDUCE_BLOCK)
+    tree_sum(s_1, tid, REDUCE_BLOCK)
+    tree_max(s_mx, tid, REDUCE_BLOCK)
+    count = s_w[0]
+    mean = s_1[0] / count if count > 0.0 else 0.0
+    cuda.syncthreads()  # everyone has read the pass-1 results before they are overwritten
+    a2 = float64(0.0)
+    a4 = float64(0.0)
+    for i in range(tid, n, REDUCE_BLOCK):
+        wi = float64(w[i])
+        if wi > 0.0:
+            d = float64(x[i]) - mean
+            d2 = d * d
+            a2 += wi * d2
+            a4 += wi * d2 * d2
+    s_1[tid] = a2
+    s_2[tid] = a4
+    cuda.syncthreads()
+    tree_sum(s_1, tid, REDUCE_BLOCK)
+    tree_sum(s_2, tid, REDUCE_BLOCK)
+    if tid == 0:
+        if slot_count >= 0:
+            isv[slot_count] = count
+        if count > 0.0:
+            var = s_1[0] / count
+            if slot_mean >= 0:
+                isv[slot_mean] = mean
+            if slot_var >= 0:
+                isv[slot_var] = var
+            if slot_kurt >= 0:
+                # A constant batch has no tails: report the Gaussian value 3.
+                isv[slot_kurt] = (s_2[0] / count) / (var * var) if var > 0.0 else 3.0
+            if slot_max >= 0:
+                isv[slot_max] = s_mx[0]

@@ -1,0 +1,69 @@
+"""The one registry of kernels and their launch signatures.
+
+``@kernel("void(float32[::1], int32)")`` replaces ``@cuda.jit``: it records the
+Python function and its signature, and builds the Numba dispatcher lazily on
+first launch with that exact signature (``cache=True`` so a warm start loads
+the compiled code from disk). Launching with other argument types fails with
+Numba's "No matching definition" instead of silently compiling a variant, so
+the signature the compile gate checks is the one that really runs.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Callable
+
+_REGISTRY: dict[str, "Kernel"] = {}
+
+
+@dataclass
+class Kernel:
+    """A registered kernel: ``k[grid, block](*args)`` or ``k[grid, block, stream](*args)``."""
+
+    name: str
+    module: str
+    py_func: Callable
+    signature: str
+    _dispatcher: object = field(default=None, repr=False)
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    @property
+    def dispatcher(self):
+        if self._dispatcher is None:
+            from numba import cuda
+
+            self._dispatcher = cuda.jit(self.signature, cache=True)(self.py_func)
+        return self._dispatcher
+
+    def __getitem__(self, launch_config):
+        return self.dispatcher[launch_config]
+
+
+def kernel(signature: str) -> Callable[[Callable], Kernel]:
+    """Register ``py_func`` as a kernel compiled for exactly ``signature``."""
+
+    def wrap(py_func: Callable) -> Kernel:
+        k = Kernel(py_func.__name__, py_func.__module__, py_func, signature)
+        if k.qualname in _REGISTRY:
+            raise ValueError(f"kernel {k.qualname} registered twice")
+        _REGISTRY[k.qualname] = k
+        return k
+
+    return wrap
+
+
+def import_all_kernel_modules() -> None:
+    """Import every module of the kernel package so each kernel registers itself."""
+    import alpharl.cuda_kernels as pkg
+
+    for info in pkgutil.walk_packages(pkg.__path__, prefix=pkg.__name__ + "."):
+        importlib.import_module(info.name)
+
+
+def all_kernels() -> list[Kernel]:
+    import_all_kernel_modules()
+    return sorted(_REGISTRY.values(), key=lambda k: k.qualname)

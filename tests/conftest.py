@@ -1,0 +1,30 @@
+"""One suite, two targets: kernels run on a GPU when present, else under Numba's
+CUDA simulator. ``ALPHARL_TARGET=sim|gpu`` forces either (see alpharl.target)."""
+import os
+
+import numpy as np
+import pytest
+
+import alpharl  # noqa: F401  (chooses the target before numba is imported)
+from alpharl import target
+
+_SEED = int(os.environ.get("ALPHARL_TEST_SEED", np.random.SeedSequence().entropy % (2**32)))
+
+
+def pytest_report_header(config):
+    return [f"alpharl target: {target.active()}  (ALPHARL_TARGET={os.environ.get('ALPHARL_TARGET', 'auto')})",
+            f"random inputs seed: ALPHARL_TEST_SEED={_SEED}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    if target.on_simulator():
+        skip = pytest.mark.skip(reason="needs a real GPU: the CUDA simulator runs kernels as Python threads")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def rng(request):
+    """Fresh random inputs per run (seed shown in the header; set ALPHARL_TEST_SEED to replay)."""
+    return np.random.default_rng([_SEED, abs(hash(request.node.nodeid)) % (2**32)])

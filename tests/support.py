@@ -1,0 +1,30 @@
+"""Helpers shared by the kernel tests."""
+import numpy as np
+from numba import cuda
+
+#: Poison for outputs: a test fills outputs with it, so an element a kernel
+#: failed to write is seen as NaN (floats) or this sentinel (ints).
+INT_POISON = -123456789
+
+
+def poisoned(shape, dtype=np.float32):
+    """A device array filled with NaN (floats) or INT_POISON (ints)."""
+    host = np.empty(shape, dtype=dtype)
+    host.fill(np.nan if np.issubdtype(dtype, np.floating) else INT_POISON)
+    return cuda.to_device(host)
+
+
+def assert_all_written(arr):
+    a = arr.copy_to_host() if hasattr(arr, "copy_to_host") else np.asarray(arr)
+    if np.issubdtype(a.dtype, np.floating):
+        assert np.isfinite(a).all(), f"{np.count_nonzero(~np.isfinite(a))} elements not written (NaN poison left)"
+    else:
+        assert (a != INT_POISON).all(), f"{np.count_nonzero(a == INT_POISON)} elements not written"
+    return a
+
+
+def nonzero_uniform(rng, shape, lo=-1.0, hi=1.0, dtype=np.float32):
+    """Random values in [lo, hi) with no exact zeros (zeros hide sentinel bugs)."""
+    x = rng.uniform(lo, hi, size=shape)
+    x[x == 0] = (hi - lo) * 0.5 + lo or 0.5
+    return x.astype(dtype)
