@@ -60,8 +60,8 @@ _INF = math.inf
 
 # ------------------------------------------------------------ discount / PER
 RL_GAMMA = _slot(400, "gamma", "returns", GAMMA_BOOTSTRAP, "1", 0.0, 1.0, "discount factor gamma (held; not adapted)")
-RL_PER_ALPHA = _slot(401, "per_alpha", "replay", 0.6, "1", 0.0, 1.0, "PER priority exponent alpha (controller: effective-sample-size target)")
-RL_PER_BETA = _slot(402, "per_beta", "replay", 0.4, "1", 0.0, 1.0, "PER importance-weight exponent beta (controller: sampling skew)")
+RL_PER_ALPHA = _slot(401, "per_alpha", "replay", 0.6, "1", 0.2, 1.0, "PER priority exponent alpha (controller: effective-sample-size target)")
+RL_PER_BETA = _slot(402, "per_beta", "replay", 0.4, "1", 0.4, 1.0, "PER importance-weight exponent beta (controller: sampling skew)")
 RL_PER_ESS_FRAC = _slot(403, "per_ess_frac", "replay", 0.0, "1", 0.0, 1.0, "effective sample size / N of the replay sampling distribution (signal)")
 # ------------------------------------------------------------------- K-loop
 RL_K_LOOP_MULT = _slot(404, "k_loop_mult", "k_loop", K_FIXED_POINT, "K*2048", K_FIXED_POINT, K_MAX * K_FIXED_POINT, "K-loop multiplier: learning iterations per env step x 2048 (seed index)")
@@ -69,7 +69,7 @@ RL_K_LOOP_MULT = _slot(404, "k_loop_mult", "k_loop", K_FIXED_POINT, "K*2048", K_
 RL_PPO_CLIP_EPS = _slot(405, "ppo_clip_eps", "ppo", 0.2, "1", 0.05, 0.3, "PPO clip epsilon (controller: KL EMA vs KL target)")
 RL_PPO_RATIO_CLAMP = _slot(406, "ppo_ratio_clamp", "ppo", 3.0, "1", 1.5, 10.0, "dual-clip ratio bound c (controller: observed ratio tail)")
 RL_ENTROPY_COEF = _slot(407, "entropy_coef", "ppo", 0.01, "1", 1.0e-4, 0.1, "entropy bonus coefficient (controller: entropy vs target entropy)")
-RL_TARGET_TAU = _slot(408, "target_tau", "target", 0.005, "1", 5.0e-4, 0.05, "target-network soft-update rate tau (controller: TD-error kurtosis)")
+RL_TARGET_TAU = _slot(408, "target_tau", "target", 0.005, "1", 5.0e-4, 0.01, "target-network soft-update rate tau (controller: TD-error kurtosis)")
 RL_KL_EMA = _slot(409, "kl_ema", "signals", 0.0, "nats", 0.0, _INF, "EMA of KL(pi_old || pi_new) per sample")
 RL_ENTROPY_EMA = _slot(410, "entropy_ema", "signals", 0.0, "nats", 0.0, N_ACTIONS_LN, "EMA of the policy entropy")
 RL_TD_KURTOSIS_EMA = _slot(411, "td_kurtosis_ema", "signals", 0.0, "1", 0.0, _INF, "EMA of the TD-error kurtosis m4/m2^2 (3 = Gaussian)")
@@ -132,6 +132,16 @@ RL_V_SCALAR_MAG_EMA = _slot(587, "v_scalar_mag_ema", "v_blend", 0.0, "$", 0.0, _
 
 RL_SLOTS_END = 588
 
+#: Each head's raw grad-norm slot sits at a fixed offset from its EMA slot, so
+#: the LR controller (which takes the EMA slots as arguments, per the seed) finds
+#: this step's raw observation for its Wiener weight.
+GRAD_NORM_OBS_OFFSET = RL_OBS_Q_GRAD_NORM - RL_Q_GRAD_NORM_EMA
+#: Learning-rate slots in head order (Q, pi, V, BCE, AUX, encoder): contiguous.
+LR_SLOTS = (RL_LR_Q, RL_LR_PI, RL_LR_V, RL_LR_BCE, RL_LR_AUX, RL_LR_ENC)
+#: Grad-norm EMA slots in the same head order.
+GRAD_NORM_EMA_SLOTS = (RL_Q_GRAD_NORM_EMA, RL_PI_GRAD_NORM_EMA, RL_V_GRAD_NORM_EMA,
+                       RL_BCE_GRAD_NORM_EMA, RL_AUX_GRAD_NORM_EMA, RL_ENC_GRAD_NORM_EMA)
+
 # ------------------------------------------------------------------ lookups
 BY_NAME: dict[str, Slot] = {s.name: s for s in SLOTS}
 BY_INDEX: dict[int, Slot] = {s.index: s for s in SLOTS}
@@ -146,6 +156,11 @@ def _check_registry() -> None:
             raise AssertionError(f"slot {s.name} index {s.index} outside [0, RL_SLOTS_END)")
         if not s.lo <= s.bootstrap <= s.hi:
             raise AssertionError(f"slot {s.name} bootstrap {s.bootstrap} outside its range")
+    for ema in GRAD_NORM_EMA_SLOTS:
+        if BY_INDEX[ema + GRAD_NORM_OBS_OFFSET].group != "obs":
+            raise AssertionError(f"slot {BY_INDEX[ema].name}: no raw grad-norm slot at the fixed offset")
+    if list(LR_SLOTS) != list(range(RL_LR_Q, RL_LR_Q + len(LR_SLOTS))):
+        raise AssertionError("learning-rate slots must be contiguous in head order")
 
 
 _check_registry()

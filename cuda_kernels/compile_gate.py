@@ -42,7 +42,6 @@ def _install_device_shim() -> None:
 
 
 def compile_all(names: list[str] | None = None) -> dict:
-    os.environ["ALPHARL_TARGET"] = "gpu"
     import alpharl  # noqa: F401  (sets NUMBA_ENABLE_CUDASIM=0 before numba loads)
     from numba import config, cuda
 
@@ -57,7 +56,7 @@ def compile_all(names: list[str] | None = None) -> dict:
             continue
         t0 = time.perf_counter()
         try:
-            ptx, _ = cuda.compile(k.py_func, k.signature, device=False, cc=TARGET_CC, output="ptx")
+            ptx, _ = cuda.compile(k.py_func, k.signature, device=False, abi="numba", cc=TARGET_CC, output="ptx")
             ok = ".target sm_90" in ptx
             err = None if ok else "PTX does not target sm_90"
         except Exception as exc:  # report every failure, keep going
@@ -68,6 +67,11 @@ def compile_all(names: list[str] | None = None) -> dict:
 
 
 def main() -> int:
+    if os.environ.get("ALPHARL_TARGET") != "gpu":
+        # The parent package already chose a target on import; start afresh with the real one.
+        env = dict(os.environ, ALPHARL_TARGET="gpu")
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+        os.execve(sys.executable, [sys.executable, "-m", __spec__.name, *sys.argv[1:]], env)
     report = compile_all(sys.argv[1:] or None)
     json.dump(report, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -1,0 +1,2 @@
+"""Controllers: small kernels that read signals from the ISV and write the next
+step's adaptive quantities into it (SPEC §7)."""

@@ -1,0 +1,50 @@
+"""K-loop: learning iterations per env step, ``rl_k_loop_controller`` and the device-side gate ``rl_k_gate``."""
+from numba import float32, int32
+
+from alpharl.cuda_kernels.controllers.common import clampf, observed
+from alpharl.cuda_kernels.registry import kernel
+from alpharl.isv import K_FIXED_POINT, K_MAX, RL_ADV_VAR_EMA, RL_K_LOOP_MULT, RL_RETURN_VAR_EMA
+
+#: Advantage-variance ratio above which more updates per env step are worth it.
+K_RATIO_HI = 0.5
+#: ... and below which fewer are enough.
+K_RATIO_LO = 0.1
+#: Step of the multiplier: 5% of one K per controller call.
+K_STEP = 0.05 * K_FIXED_POINT
+
+
+@kernel("void(float32[::1])")
+def rl_k_loop_controller(isv):
+    """K-loop multiplier isv[404] (K x 2048 fixed point) from the advantage variance ratio.
+
+    ratio = EMA var(A) / EMA var(return): the share of the return's variance the
+    baseline leaves unexplained (1 - explained variance). A poorly fitted
+    baseline (ratio > 0.5) earns more learning iterations per env step
+    (+0.05 K); a good one (ratio < 0.1) fewer (-0.05 K); else hold. Clamp
+    [1, K_MAX] x 2048. Bootstrap 2048 (K = 1). Launch [1, 1].
+    """
+    mult = isv[RL_K_LOOP_MULT]
+    a = isv[RL_ADV_VAR_EMA]
+    r = isv[RL_RETURN_VAR_EMA]
+    if mult == 0.0:
+        mult = float32(K_FIXED_POINT)
+    elif observed(a) and observed(r) and a > 0.0 and r > 0.0:
+        ratio = a / r
+        if ratio > float32(K_RATIO_HI):
+            mult = mult + float32(K_STEP)
+        elif ratio < float32(K_RATIO_LO):
+            mult = mult - float32(K_STEP)
+    isv[RL_K_LOOP_MULT] = clampf(mult, float32(K_FIXED_POINT), float32(K_MAX * K_FIXED_POINT))
+
+
+@kernel("void(float32[::1], int32, int32[::1])")
+def rl_k_gate(isv, k, gate):
+    """gate[0] = 1 if iteration k < K else 0, K = clamp(round(isv[404] / 2048), 1, K_MAX).
+
+    The trainer captures K_MAX learning iterations in the step's graph; each
+    starts with this kernel and every learning kernel exits at once when its
+    gate is 0. K is thus decided on the device with no host read. Launch [1, 1].
+    """
+    kk = int32(round(isv[RL_K_LOOP_MULT] / float32(K_FIXED_POINT)))
+    kk = min(max(kk, int32(1)), int32(K_MAX))
+    gate[0] = int32(1) if k < kk else int32(0)
