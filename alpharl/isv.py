@@ -183,6 +183,15 @@ def sentinel_vector():
     return np.zeros(RL_SLOTS_END, dtype=np.float32)
 
 
+def alloc_isv(stream=0, bootstrap: bool = True):
+    """Allocate the device ISV (length RL_SLOTS_END) with every slot at its
+    bootstrap value, or all sentinel 0 with ``bootstrap=False``."""
+    from numba import cuda
+
+    host = bootstrap_vector() if bootstrap else sentinel_vector()
+    return cuda.to_device(host, stream=stream)
+
+
 def slots_matching(pattern: str) -> list[Slot]:
     """Slots whose name matches a shell-style pattern (``lr_*``) or a group name."""
     import fnmatch

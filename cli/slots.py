@@ -28,7 +28,7 @@ def slots(
     from rich.table import Table
 
     table = Table(title=f"ISV slots (RL_SLOTS_END = {isv.RL_SLOTS_END})")
-    for col, kw in (("idx", {"justify": "right"}), ("name", {}), ("group", {}), ("bootstrap", {"justify": "right"}),
+    for col, kw in (("idx", {"justify": "right"}), ("name", {"no_wrap": True}), ("group", {}), ("bootstrap", {"justify": "right"}),
                     ("unit", {}), ("range", {}), ("description", {})):
         table.add_column(col, **kw)
     for s in chosen:

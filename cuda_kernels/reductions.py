@@ -60,12 +60,13 @@ def rl_l2_norm(x, n, out, out_idx):
         out[out_idx] = math.sqrt(sh[0])
 
 
-@kernel("void(float32[::1], float32[::1], int32, float32[::1], int32, int32, int32, int32, int32)")
-def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max):
+@kernel("void(float32[::1], float32[::1], int32, float32[::1], int32, int32, int32, int32, int32, int32)")
+def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max, slot_neg_frac):
     """Weighted batch statistics of x[0:n] with weights w (0 = excluded), into ISV slots.
 
     count = sum w; mean = sum w x / count; var = sum w (x-mean)^2 / count;
-    kurtosis = (sum w (x-mean)^4 / count) / var^2; max = max of x where w > 0.
+    kurtosis = (sum w (x-mean)^4 / count) / var^2; max = max of x where w > 0;
+    neg_frac = sum w [x < 0] / count (e.g. the loss rate of closed trades).
     Two passes (mean first, then centred moments) in float64 to keep the
     fourth moment accurate. A slot of -1 is not written. With count = 0 only
     the count slot is written (0): there was no observation, the EMAs gate on it.
@@ -75,24 +76,30 @@ def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, s
     s_1 = cuda.shared.array(REDUCE_BLOCK, float64)
     s_2 = cuda.shared.array(REDUCE_BLOCK, float64)
     s_mx = cuda.shared.array(REDUCE_BLOCK, float64)
+    s_neg = cuda.shared.array(REDUCE_BLOCK, float64)
     tid = cuda.threadIdx.x
     aw = float64(0.0)
     ax = float64(0.0)
     mx = float64(-math.inf)
+    aneg = float64(0.0)
     for i in range(tid, n, REDUCE_BLOCK):
         wi = float64(w[i])
         if wi > 0.0:
             xi = float64(x[i])
             aw += wi
             ax += wi * xi
+            if xi < 0.0:
+                aneg += wi
             if xi > mx or xi != xi:
                 mx = xi
     s_w[tid] = aw
     s_1[tid] = ax
     s_mx[tid] = mx
+    s_neg[tid] = aneg
     cuda.syncthreads()
     tree_sum(s_w, tid, REDUCE_BLOCK)
     tree_sum(s_1, tid, REDUCE_BLOCK)
+    tree_sum(s_neg, tid, REDUCE_BLOCK)
     tree_max(s_mx, tid, REDUCE_BLOCK)
     count = s_w[0]
     mean = s_1[0] / count if count > 0.0 else 0.0
@@ -125,3 +132,5 @@ def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, s
                 isv[slot_kurt] = (s_2[0] / count) / (var * var) if var > 0.0 else 3.0
             if slot_max >= 0:
                 isv[slot_max] = s_mx[0]
+            if slot_neg_frac >= 0:
+                isv[slot_neg_frac] = s_neg[0] / count

@@ -1,0 +1,99 @@
+"""Host side of the controllers: the signal table and the launch order (SPEC §1 steps 14-15).
+
+Only launches kernels: no host sync, no copies, so it can be captured in the
+step's CUDA graph.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl import isv as S
+from alpharl.cuda_kernels.controllers.k_loop import rl_k_loop_controller
+from alpharl.cuda_kernels.controllers.lr import LR_CTRL_BLOCK, rl_lr_controller
+from alpharl.cuda_kernels.controllers.per import rl_per_controller
+from alpharl.cuda_kernels.controllers.ppo import (
+    rl_entropy_coef_controller,
+    rl_ppo_clip_controller,
+    rl_ratio_clamp_controller,
+)
+from alpharl.cuda_kernels.controllers.signals import N_TABLE_COLS, SIGNAL_EMA_BLOCK, rl_signal_ema
+from alpharl.cuda_kernels.controllers.target_tau import rl_target_tau_controller
+
+#: Decay of the batch-statistic EMAs (entropy, KL, kurtosis, variances, trades): ~100 steps.
+SIGNAL_EMA_BETA = 0.99
+#: Decay of the grad-norm EMAs the LR controller reads: ~10 steps, so LRs react quickly.
+GRAD_NORM_EMA_BETA = 0.9
+
+_NO_GATE = -1
+
+#: (raw observation slot, EMA slot, gate slot or -1, beta). A gated row folds its
+#: observation only when the gate slot holds a positive count (e.g. trades closed).
+SIGNAL_TABLE: tuple[tuple[int, int, int, float], ...] = (
+    *((ema + S.GRAD_NORM_OBS_OFFSET, ema, _NO_GATE, GRAD_NORM_EMA_BETA) for ema in S.GRAD_NORM_EMA_SLOTS),
+    (S.RL_OBS_ENTROPY, S.RL_ENTROPY_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_KL, S.RL_KL_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_TD_KURTOSIS, S.RL_TD_KURTOSIS_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_ADV_VAR, S.RL_ADV_VAR_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_RETURN_VAR, S.RL_RETURN_VAR_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_RATIO_MAX, S.RL_RATIO_TAIL_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_DONE_RATE, S.RL_DONE_RATE_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_REWARD_PER_TRADE, S.RL_REWARD_PER_TRADE_EMA, S.RL_OBS_TRADES, SIGNAL_EMA_BETA),
+    (S.RL_OBS_LOSS_RATE, S.RL_LOSS_RATE_EMA, S.RL_OBS_TRADES, SIGNAL_EMA_BETA),
+)
+assert len(SIGNAL_TABLE) <= SIGNAL_EMA_BLOCK
+assert len({row[1] for row in SIGNAL_TABLE}) == len(SIGNAL_TABLE), "one row per EMA slot"
+
+
+def signal_table_host() -> tuple[np.ndarray, np.ndarray]:
+    table = np.array([row[:N_TABLE_COLS] for row in SIGNAL_TABLE], dtype=np.int32)
+    beta = np.array([row[3] for row in SIGNAL_TABLE], dtype=np.float32)
+    return table, beta
+
+
+#: The scalar controllers, in launch order (each [1, 1]).
+SCALAR_CONTROLLERS = (
+    rl_ppo_clip_controller,
+    rl_ratio_clamp_controller,
+    rl_entropy_coef_controller,
+    rl_target_tau_controller,
+    rl_per_controller,
+    rl_k_loop_controller,
+)
+
+
+class Controllers:
+    """Device-side signal table + launches of the signal EMAs and every controller."""
+
+    def __init__(self, stream=0):
+        from numba import cuda
+
+        self.stream = stream
+        table, beta = signal_table_host()
+        self.n_rows = np.int32(len(table))
+        self.table_d = cuda.to_device(table, stream=stream)
+        self.beta_d = cuda.to_device(beta, stream=stream)
+
+    def launch_signal_emas(self, isv_d) -> None:
+        rl_signal_ema[1, SIGNAL_EMA_BLOCK, self.stream](isv_d, self.table_d, self.beta_d, self.n_rows)
+
+    def launch_controllers(self, isv_d) -> None:
+        """Every controller except the V blend (which runs inside the learning update)."""
+        heads = [np.int32(s) for s in S.GRAD_NORM_EMA_SLOTS]
+        rl_lr_controller[1, LR_CTRL_BLOCK, self.stream](isv_d, *heads)
+        for ctrl in SCALAR_CONTROLLERS:
+            ctrl[1, 1, self.stream](isv_d)
+
+
+def reference_signal_emas(isv) -> None:
+    from alpharl.reference.controllers import rl_signal_ema as ref
+
+    table, beta = signal_table_host()
+    ref(isv, table, beta, len(table))
+
+
+def reference_controllers(isv) -> None:
+    from alpharl.reference import controllers as R
+
+    R.rl_lr_controller(isv, *S.GRAD_NORM_EMA_SLOTS)
+    for ctrl in SCALAR_CONTROLLERS:
+        getattr(R, ctrl.name)(isv)
