@@ -4,6 +4,7 @@ from __future__ import annotations
 import typer
 
 from alpharl.cli import slots
+from alpharl.cli import data
 from alpharl.cli.errors import UserError, fail
 
 app = typer.Typer(
@@ -20,6 +21,7 @@ def root() -> None:
 
 
 app.command("slots")(slots.slots)
+app.add_typer(data.app, name="data", help="LOBSTER market data: inspect the files the simulator replays.")
 
 
 def main() -> None:

@@ -1,0 +1,70 @@
+"""``alpharl data``: inspect LOBSTER market data (the embedded sample by default)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from alpharl.cli.errors import UserError, fail
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
+
+
+@app.callback()
+def data() -> None:
+    """LOBSTER market data: the files the simulator replays."""
+
+
+@app.command()
+def info(
+    path: Annotated[Path | None, typer.Argument(
+        help="LOBSTER zip, message CSV, folder holding one pair, or Arrow cache. Default: the embedded sample.",
+        show_default=False)] = None,
+    levels: Annotated[int | None, typer.Option("--levels", "-l", min=1,
+                                               help="Use only the top N book levels.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the CSVs; neither read nor write the Arrow cache.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON for scripts.")] = False,
+) -> None:
+    """Events, levels, time span, tick size, spread and depth statistics, event-type counts."""
+    from alpharl.lobster import LobsterFormatError, load_embedded, load_lobster
+    from alpharl.lobster.stats import describe
+
+    try:
+        md = load_embedded(levels, cache=not no_cache) if path is None else load_lobster(path, levels, cache=not no_cache)
+    except (LobsterFormatError, UserError, FileNotFoundError) as exc:
+        fail(str(exc))
+    stats = describe(md)
+    if as_json:
+        typer.echo(json.dumps(stats, indent=1))
+        return
+    _print_table(stats)
+
+
+def _print_table(stats: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{stats['ticker']} {stats['date']}  ({stats['source']})", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    spread, depth = stats["spread_ticks"], stats["depth"]
+    rows = [
+        ("levels", str(stats["levels"])),
+        ("events", f"{stats['events']:,}"),
+        ("time span", stats["time_span"] or "-"),
+        ("tick size", f"${stats['tick_dollars']:g} ({stats['tick']} price units)"),
+        ("spread (ticks)", "-" if spread is None else
+         f"mean {spread['mean']:.2f}  median {spread['median']:g}  p99 {spread['p99']:g}  max {spread['max']:g}"
+         + (f"  ({spread['rows_one_sided']:,} one-sided rows left out)" if spread["rows_one_sided"] else "")),
+        ("depth level 1 (shares)", f"ask {depth['ask_level1_mean']:.1f}  bid {depth['bid_level1_mean']:.1f}  (mean)"),
+        (f"depth all {stats['levels']} levels", f"ask {depth['ask_all_levels_mean']:.1f}  "
+                                                f"bid {depth['bid_all_levels_mean']:.1f}  (mean)"),
+        *((f"type {e['type']} {e['name']}", f"{e['count']:,}  ({e['count'] / stats['events']:.1%})")
+          for e in stats["event_types"]),
+        ("unknown order ids", f"{stats['unknown_order_id_fraction']:.1%} of cancel/delete/execute rows"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)
