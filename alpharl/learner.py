@@ -1,0 +1,257 @@
+"""One whole learning update (SPEC §1 steps 7-12) as a fixed sequence of launches.
+
+``Learner.update`` only launches kernels on one stream: no host sync, no
+host<->device copy, no allocation (every scratch buffer is sized once for the
+largest batch), so the trainer can capture it in a CUDA graph and repeat it K
+times per env step, predicated by ``gate`` (int32[1] on the device; 0 = every
+kernel exits at once and writes nothing).
+
+Rows. One encoder pass serves everything: the stacked input is
+[s_t (B) | s (M) | s' (M) | s_{t+1} (B)] (env batch at t, replay minibatch at s
+and s', env batch at t+1). Only [s_t | s] get gradients, and they come first.
+
+Sequence (all at the current parameters theta, then one Adam step):
+ 1. stack obs; encoder forward (online) on all 2B + 2M rows; target encoder on s';
+ 2. heads forward: Q advantage stream on [s | s'], Q value stream, V head on all
+    rows (V_dq and V_scalar at t and t+1), pi, BCE, AUX on s_t; target Q on s';
+ 3. (a) Q: argmax_expected_q on the online net at s' -> a*; rl_c51_loss (target
+    net's distribution at (s', a*), projection, CE with IS weights) -> Q head
+    dW and d h(s);
+ 4. (b) V blend: rl_v_blend_alpha_controller (V_scalar, V_dq at s_t), rl_v_blend for
+    s_t -> v_used and s_{t+1} -> v_used_tp1 (V_dq from this pass's forward);
+ 5. (c) rl_compute_advantage_return -> advantage, return;
+ 6. (d) PPO, (e) value (Huber to the return), (f) BCE and AUX losses -> their dW
+    and d h(s_t);
+ 7. (g) encoder backward over [s_t | s]: the encoder gradient is the sum of all
+    heads' gradients, each head's loss being a mean over its own batch;
+ 8. loss means -> RL_LOSS_*; (h) rl_grad_guard: grad norms -> RL_OBS_*_GRAD_NORM,
+    non-finite -> RL_NAN_SKIPS_* and no step; rl_adam on every armed module.
+All modules step from gradients taken at the same theta, so the order of the
+per-module Adam steps does not matter: one Adam launch updates all six.
+
+``soft_update`` (once per env step, not gated) moves the target net.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from alpharl.nets import Launcher, Nets, _cdiv, dw_partial_size
+from alpharl.sizes import N_ACTIONS, N_ATOMS
+
+
+@dataclass
+class EnvBatch:
+    """The current env step, device arrays (float32 unless said): obs_t [B, obs_dim], actions int32 [B],
+    logp_old [B], reward [B], done [B] (0/1), obs_tp1 [B, obs_dim], label_up [B] (0/1), label_ret [B]."""
+
+    obs_t: object
+    actions: object
+    logp_old: object
+    reward: object
+    done: object
+    obs_tp1: object
+    label_up: object
+    label_ret: object
+
+
+@dataclass
+class ReplayBatch:
+    """A prioritized-replay minibatch, device arrays: obs_s [M, obs_dim], actions int32 [M], reward [M],
+    done [M], obs_sp [M, obs_dim] (s'), is_weight [M] (importance weights)."""
+
+    obs_s: object
+    actions: object
+    reward: object
+    done: object
+    obs_sp: object
+    is_weight: object
+
+
+def _flat(a):
+    """A 1-D view of a C-contiguous device array."""
+    return a if a.ndim == 1 else a.reshape(a.size)
+
+
+class Learner:
+    """Scratch buffers and the launch sequence of one learning update for ``nets``.
+
+    max_b / max_m: the largest env batch B and replay minibatch M an update may get.
+    Outputs (device, valid for the last update's B and M): see ``outputs(b, m)``.
+    """
+
+    def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0):
+        from numba import cuda
+
+        self.nets = nets
+        self.max_b, self.max_m = int(max_b), int(max_m)
+        self.stream = stream
+        self.launch = Launcher(stream)
+        lay = nets.layout
+        d, h = lay.obs_dim, lay.hidden
+        rows = 2 * self.max_b + 2 * self.max_m
+        grows = self.max_b + self.max_m
+        nq = N_ACTIONS * N_ATOMS
+        f32 = np.float32
+
+        def buf(n, dtype=f32):
+            return cuda.device_array(max(int(n), 1), dtype)
+
+        self.x0, self.h1, self.h = buf(rows * d), buf(rows * h), buf(rows * h)
+        self.th1, self.th = buf(self.max_m * h), buf(self.max_m * h)
+        self.q_adv, self.q_val = buf(2 * self.max_m * nq), buf(rows * N_ATOMS)
+        self.t_adv, self.t_val = buf(self.max_m * nq), buf(self.max_m * N_ATOMS)
+        self.pi_logits = buf(self.max_b * N_ACTIONS)
+        self.v_out, self.v_dq = buf(rows), buf(rows)
+        self.bce_out, self.aux_out = buf(self.max_b), buf(self.max_b)
+        self.a_star = buf(self.max_m, np.int32)
+        self.d_adv, self.d_val, self.td = buf(self.max_m * nq), buf(self.max_m * N_ATOMS), buf(self.max_m)
+        self.loss_stride = max(self.max_b, self.max_m)
+        from alpharl.cuda_kernels.nets import losses as KL
+
+        self.losses = buf(KL.N_LOSSES * self.loss_stride)
+        self.v_used, self.v_used_tp1 = buf(self.max_b), buf(self.max_b)
+        self.advantage, self.ret = buf(self.max_b), buf(self.max_b)
+        self.d_pi = buf(self.max_b * N_ACTIONS)
+        self.entropy, self.kl, self.ratio = buf(self.max_b), buf(self.max_b), buf(self.max_b)
+        self.dv, self.dbce, self.daux = buf(self.max_b), buf(self.max_b), buf(self.max_b)
+        self.dh, self.dh1 = buf(grows * h), buf(grows * h)
+        L = lay.layers
+        sizes = [dw_partial_size(self.max_m, h, nq), dw_partial_size(self.max_m, h, N_ATOMS)]
+        sizes += [dw_partial_size(self.max_b, h, L[n].n_out) for n in ("pi.out", "v.out", "bce.out", "aux.out")]
+        sizes += [dw_partial_size(grows, h, h), dw_partial_size(grows, d, h)]
+        # dW partials for any B <= max_b, M <= max_m: the split count grows with the rows.
+        self.partial = buf(max(sizes))
+        self._outputs: dict = {}
+
+    # -------------------------------------------------------------- outputs
+    def outputs(self, b: int, m: int) -> SimpleNamespace:
+        """Views of the last update's outputs for batch sizes (b, m).
+
+        q_priority [m] (per-sample C51 CE, the new PER priorities), td [m],
+        a_star int32 [m], entropy / kl / ratio / advantage / ret / v_used /
+        v_used_tp1 / v_scalar / v_dq [b], pi_logits [b, N_ACTIONS].
+        """
+        key = (b, m)
+        if key not in self._outputs:
+            o_tp1 = b + 2 * m
+            self._outputs[key] = SimpleNamespace(
+                q_priority=self.losses[:m], td=self.td[:m], a_star=self.a_star[:m],
+                entropy=self.entropy[:b], kl=self.kl[:b], ratio=self.ratio[:b],
+                advantage=self.advantage[:b], ret=self.ret[:b], v_used=self.v_used[:b],
+                v_used_tp1=self.v_used_tp1[:b], v_scalar=self.v_out[:b], v_dq=self.v_dq[:b],
+                v_scalar_tp1=self.v_out[o_tp1:o_tp1 + b], v_dq_tp1=self.v_dq[o_tp1:o_tp1 + b],
+                pi_logits=self.pi_logits[:b * N_ACTIONS].reshape(b, N_ACTIONS))
+        return self._outputs[key]
+
+    # --------------------------------------------------------------- update
+    def update(self, env: EnvBatch, rep: ReplayBatch, isv, gate) -> SimpleNamespace:
+        """Launch one whole learning update (see the module docstring); returns ``outputs(B, M)``."""
+        from alpharl.cuda_kernels.controllers import v_blend as VB
+        from alpharl.cuda_kernels.nets import adam as KA
+        from alpharl.cuda_kernels.nets import gemm as G
+        from alpharl.cuda_kernels.nets import heads as KH
+        from alpharl.cuda_kernels.nets import losses as KL
+        from alpharl.cuda_kernels.nets.advantage import rl_compute_advantage_return
+        from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q
+
+        nets, lay, ln, st = self.nets, self.nets.layout, self.launch, self.stream
+        L = lay.layers
+        p, tg, gr = nets.params, nets.target, nets.grads
+        b, m = env.actions.shape[0], rep.actions.shape[0]
+        if not (1 <= b <= self.max_b and 1 <= m <= self.max_m):
+            raise ValueError(f"batch B={b}, M={m} outside this learner's 1..{self.max_b}, 1..{self.max_m}")
+        d, h = lay.obs_dim, lay.hidden
+        nq = N_ACTIONS * N_ATOMS
+        rows, grows = 2 * b + 2 * m, b + m
+        o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
+        i32, f32 = np.int32, np.float32
+        TANH, NONE = G.ACT_TANH, G.ACT_NONE
+        rb = lambda n: (_cdiv(n, KH.ROW_BLOCK), KH.ROW_BLOCK, st)  # noqa: E731
+        eb = lambda n: (_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
+        hv = lambda buf, r0, r1: buf[r0 * h:r1 * h]  # noqa: E731  (rows [r0, r1) of a [*, hidden] buffer)
+
+        # 1-2. forward at the current parameters
+        KH.rl_stack_obs[eb(rows * d)](gate, _flat(env.obs_t), _flat(rep.obs_s), _flat(rep.obs_sp),
+                                      _flat(env.obs_tp1), i32(b), i32(m), i32(d), self.x0)
+        ln.forward(gate, self.x0, rows, L["enc.l1"], p, self.h1, TANH)
+        ln.forward(gate, self.h1, rows, L["enc.l2"], p, self.h, TANH)
+        ln.forward(gate, self.x0[o_sp * d:o_tp1 * d], m, L["enc.l1"], tg, self.th1, TANH)
+        ln.forward(gate, self.th1, m, L["enc.l2"], tg, self.th, TANH)
+        ln.forward(gate, hv(self.h, o_s, o_tp1), 2 * m, L["q.adv"], p, self.q_adv, NONE)
+        ln.forward(gate, self.h, rows, L["q.val"], p, self.q_val, NONE)
+        ln.forward(gate, self.th, m, L["q.adv"], tg, self.t_adv, NONE)
+        ln.forward(gate, self.th, m, L["q.val"], tg, self.t_val, NONE)
+        ln.forward(gate, self.h, b, L["pi.out"], p, self.pi_logits, NONE)
+        ln.forward(gate, self.h, rows, L["v.out"], p, self.v_out, NONE)
+        ln.forward(gate, self.h, b, L["bce.out"], p, self.bce_out, NONE)
+        ln.forward(gate, self.h, b, L["aux.out"], p, self.aux_out, NONE)
+        KH.rl_v_dq[rb(rows)](gate, self.q_val, i32(rows), self.v_dq)
+
+        # 3. (a) Q: Double-DQN C51 target, CE with IS weights, Q head backward
+        argmax_expected_q[rb(m)](gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS],
+                                 i32(m), self.a_star)
+        KL.rl_c51_loss[rb(m)](gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.actions,
+                              self.t_adv, self.t_val, self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv,
+                              self.d_adv, self.d_val, self.losses[:m], self.td)
+        h_s = hv(self.h, o_s, o_sp)
+        ln.backward_dw(gate, h_s, self.d_adv, m, L["q.adv"], gr, self.partial)
+        ln.backward_dw(gate, h_s, self.d_val, m, L["q.val"], gr, self.partial)
+        dh_s = hv(self.dh, o_s, o_sp)
+        ln.backward_dx(gate, self.d_adv, m, L["q.adv"], p, dh_s, accumulate=False)
+        ln.backward_dx(gate, self.d_val, m, L["q.val"], p, dh_s, accumulate=True, y_tanh=h_s)
+
+        # 4. (b) V blend (seed phase-4.4): alpha from V_scalar vs V_dq at s_t, then V_used at t and t+1
+        VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, st](self.v_out[:b], self.v_dq[:b], i32(b), isv, gate)
+        VB.rl_v_blend[_cdiv(b, VB.V_BLEND_BLOCK), VB.V_BLEND_BLOCK, st](
+            self.v_out[:b], self.v_dq[:b], i32(b), isv, self.v_used, gate)
+        VB.rl_v_blend[_cdiv(b, VB.V_BLEND_BLOCK), VB.V_BLEND_BLOCK, st](
+            self.v_out[o_tp1:o_tp1 + b], self.v_dq[o_tp1:o_tp1 + b], i32(b), isv, self.v_used_tp1, gate)
+
+        # 5. (c) advantage and return on the env batch
+        rl_compute_advantage_return[eb(b)](gate, env.reward, env.done, self.v_used, self.v_used_tp1, i32(b), isv,
+                                           self.advantage, self.ret)
+
+        # 6. (d) PPO, (e) value, (f) BCE and AUX: losses and head backward
+        s = self.loss_stride
+        KL.rl_ppo_loss[rb(b)](gate, self.pi_logits, env.actions, env.logp_old, self.advantage, i32(b), isv,
+                              self.d_pi, self.losses[s:s + b], self.entropy, self.kl, self.ratio)
+        KL.rl_scalar_loss[rb(b)](gate, self.v_out, self.ret, i32(b), i32(KL.LOSS_HUBER), self.dv,
+                                 self.losses[2 * s:2 * s + b])
+        KL.rl_scalar_loss[rb(b)](gate, self.bce_out, env.label_up, i32(b), i32(KL.LOSS_BCE), self.dbce,
+                                 self.losses[3 * s:3 * s + b])
+        KL.rl_scalar_loss[rb(b)](gate, self.aux_out, env.label_ret, i32(b), i32(KL.LOSS_MSE), self.daux,
+                                 self.losses[4 * s:4 * s + b])
+        h_t = hv(self.h, 0, b)
+        heads = (("pi.out", self.d_pi), ("v.out", self.dv), ("bce.out", self.dbce), ("aux.out", self.daux))
+        for name, dy in heads:
+            ln.backward_dw(gate, h_t, dy, b, L[name], gr, self.partial)
+        dh_t = hv(self.dh, 0, b)
+        for i, (name, dy) in enumerate(heads):
+            last = i == len(heads) - 1
+            ln.backward_dx(gate, dy, b, L[name], p, dh_t, accumulate=i > 0, y_tanh=h_t if last else None)
+
+        # 7. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2)
+        h1_g = hv(self.h1, 0, grows)
+        dh_g = hv(self.dh, 0, grows)
+        ln.backward_dw(gate, h1_g, dh_g, grows, L["enc.l2"], gr, self.partial)
+        ln.backward_dx(gate, dh_g, grows, L["enc.l2"], p, hv(self.dh1, 0, grows), accumulate=False, y_tanh=h1_g)
+        ln.backward_dw(gate, self.x0[:grows * d], hv(self.dh1, 0, grows), grows, L["enc.l1"], gr, self.partial)
+
+        # 8. loss means, (h) grad norms + non-finite guard, Adam on every module
+        KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK, st](gate, self.losses, i32(s), i32(m), i32(b), isv)
+        KA.rl_grad_guard[KA.N_MODULES, KA.REDUCE_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state)
+        KA.rl_adam[eb(lay.n_params)](gate, p, gr, nets.adam_m, nets.adam_v, i32(lay.n_params), nets.table, isv,
+                                     nets.adam_state)
+        return self.outputs(b, m)
+
+    def soft_update(self, isv) -> None:
+        """theta_target <- tau theta + (1 - tau) theta_target over encoder + Q (once per env step, not gated)."""
+        from alpharl.cuda_kernels.nets import adam as KA
+        from alpharl.cuda_kernels.nets import gemm as G
+
+        n = self.nets.layout.n_target
+        KA.rl_soft_update[_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, self.stream](
+            self.nets.target, self.nets.params, np.int32(n), isv)

@@ -1,0 +1,281 @@
+"""The networks' parameters on the device, their seeded initialisation, Adam
+state, the target network, and the host helpers that launch the layer kernels.
+
+Architecture (SPEC §4): a shared encoder obs_dim -> HIDDEN -> HIDDEN with tanh
+after both layers, and five heads on its output h: pi (HIDDEN -> N_ACTIONS
+logits), value (HIDDEN -> 1, V_scalar), dueling C51 Q (advantage stream HIDDEN
+-> N_ACTIONS x N_ATOMS, value stream HIDDEN -> N_ATOMS), BCE (HIDDEN -> 1 logit)
+and AUX (HIDDEN -> 1). tanh: smooth (the backward is checked against finite
+differences everywhere, no kinks), its derivative 1 - y^2 needs only the stored
+output (no pre-activation buffers), and bounded features keep the scale of all
+five heads' inputs fixed whatever the scale of the observation.
+
+Memory layout. Every layer is one contiguous block [W (k_in x n_out, row-major);
+b (n_out)], so y = x W + b and the backward writes [dW; db] in one go. Each
+module owns one flat slice of four device buffers: ``params``, ``grads``,
+``adam_m``, ``adam_v``; modules are stored encoder, Q, pi, V, BCE, AUX, so the
+target network (encoder + Q) is the prefix ``params[:n_target]`` and one soft
+update covers it. Each head's first block is the weight matrix the seeds name:
+``grads_of("q")[:24192]`` is the Q advantage stream's grad_w (128 x 189),
+pi's 1152 floats (128 x 9), V's 128. The encoder's grad_w is its whole gradient.
+
+Module index order (``MODULES``) is the ISV's per-head slot order: Q, pi, V,
+BCE, AUX, encoder (lr, obs grad-norm and nan-skip slots are consecutive in it).
+
+Initialisation (seeded, numpy PCG64): LeCun-uniform W ~ U(+-sqrt(3 / k_in)),
+i.e. variance 1 / k_in, which keeps tanh pre-activations at unit scale; output
+layers are scaled down so training starts from a near-uniform policy and a
+near-uniform C51 distribution (CE ~ ln 21): pi and both Q streams x OUT_GAIN_SMALL,
+V, BCE, AUX x OUT_GAIN_SCALAR. Biases start at 0. The target net starts as an
+exact copy of the online encoder + Q.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from alpharl import isv as S
+from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS
+
+#: Modules in ISV slot order (module index k <-> RL_LR_Q + k, RL_OBS_Q_GRAD_NORM + k, ...).
+MODULES = ("q", "pi", "v", "bce", "aux", "enc")
+#: Modules in memory order: encoder + Q first = the target network's prefix.
+MEMORY_ORDER = ("enc", "q", "pi", "v", "bce", "aux")
+#: The layer whose W is each head's grad_w (first in the head's buffer).
+GRAD_W_LAYER = {"q": "q.adv", "pi": "pi.out", "v": "v.out", "bce": "bce.out", "aux": "aux.out"}
+#: Output-layer gains of the initialisation.
+OUT_GAIN_SMALL = 0.01
+OUT_GAIN_SCALAR = 0.1
+#: dW batch split: at least this many rows per split, and about this many blocks in all
+#: (a few waves on an H200's 132 SMs).
+DW_SPLIT_MIN_ROWS = 256
+DW_TARGET_BLOCKS = 512
+
+# The module table and rl_loss_means rely on the per-head slots being consecutive in MODULES order.
+assert S.RL_LR_ENC == S.RL_LR_Q + MODULES.index("enc")
+assert S.RL_OBS_ENC_GRAD_NORM == S.RL_OBS_Q_GRAD_NORM + MODULES.index("enc")
+assert S.RL_NAN_SKIPS_ENC == S.RL_NAN_SKIPS_Q + MODULES.index("enc")
+assert S.RL_LOSS_AUX == S.RL_LOSS_Q + MODULES.index("aux")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One dense layer: block [W (k_in x n_out); b (n_out)] at ``offset`` of the flat buffer."""
+
+    name: str
+    offset: int
+    k_in: int
+    n_out: int
+    gain: float
+
+    @property
+    def size(self) -> int:
+        return (self.k_in + 1) * self.n_out
+
+    @property
+    def w(self) -> slice:
+        return slice(self.offset, self.offset + self.k_in * self.n_out)
+
+    @property
+    def b(self) -> slice:
+        return slice(self.offset + self.k_in * self.n_out, self.offset + self.size)
+
+    @property
+    def block(self) -> slice:
+        return slice(self.offset, self.offset + self.size)
+
+
+class NetLayout:
+    """Offsets of every layer and module in the flat buffers (host-only, no device)."""
+
+    def __init__(self, obs_dim: int, hidden: int = HIDDEN):
+        self.obs_dim = int(obs_dim)
+        self.hidden = int(hidden)
+        h = self.hidden
+        shapes = {
+            "enc": [("l1", self.obs_dim, h, 1.0), ("l2", h, h, 1.0)],
+            "q": [("adv", h, N_ACTIONS * N_ATOMS, OUT_GAIN_SMALL), ("val", h, N_ATOMS, OUT_GAIN_SMALL)],
+            "pi": [("out", h, N_ACTIONS, OUT_GAIN_SMALL)],
+            "v": [("out", h, 1, OUT_GAIN_SCALAR)],
+            "bce": [("out", h, 1, OUT_GAIN_SCALAR)],
+            "aux": [("out", h, 1, OUT_GAIN_SCALAR)],
+        }
+        self.layers: dict[str, Layer] = {}
+        self.module_slice: dict[str, slice] = {}
+        off = 0
+        for mod in MEMORY_ORDER:
+            start = off
+            for name, k_in, n_out, gain in shapes[mod]:
+                layer = Layer(f"{mod}.{name}", off, k_in, n_out, gain)
+                self.layers[layer.name] = layer
+                off += layer.size
+            self.module_slice[mod] = slice(start, off)
+        self.n_params = off
+        self.n_target = self.module_slice["q"].stop  # encoder + Q: the target network's prefix
+        #: Size of the seed's grad_w of each module: the W of its first layer (heads),
+        #: the whole flat gradient (encoder: the seeds name none).
+        self.n_w = {m: self.layers[GRAD_W_LAYER[m]].k_in * self.layers[GRAD_W_LAYER[m]].n_out
+                    for m in GRAD_W_LAYER}
+        self.n_w["enc"] = self.module_slice["enc"].stop - self.module_slice["enc"].start
+
+    def module_table(self) -> np.ndarray:
+        """int32 [N_MODULES * TABLE_COLS]: offset, size, n_w, lr slot, obs slot, nan slot per module."""
+        from alpharl.cuda_kernels.nets import adam as K
+
+        t = np.zeros((len(MODULES), K.TABLE_COLS), np.int32)
+        for k, mod in enumerate(MODULES):
+            sl = self.module_slice[mod]
+            t[k, K.COL_OFFSET] = sl.start
+            t[k, K.COL_SIZE] = sl.stop - sl.start
+            t[k, K.COL_N_W] = self.n_w[mod]
+            t[k, K.COL_LR_SLOT] = S.RL_LR_Q + k
+            t[k, K.COL_OBS_SLOT] = S.RL_OBS_Q_GRAD_NORM + k
+            t[k, K.COL_NAN_SLOT] = S.RL_NAN_SKIPS_Q + k
+        return t.reshape(-1)
+
+    def init_params(self, seed: int) -> np.ndarray:
+        """Seeded initial parameters (see the module docstring), float32 [n_params]."""
+        rng = np.random.default_rng(seed)
+        p = np.zeros(self.n_params, np.float32)
+        for layer in self.layers.values():  # insertion order = memory order: deterministic
+            bound = layer.gain * math.sqrt(3.0 / layer.k_in)
+            p[layer.w] = rng.uniform(-bound, bound, layer.k_in * layer.n_out).astype(np.float32)
+        return p
+
+
+class Nets:
+    """Device buffers of all parameters, gradients, Adam moments, Adam state and the target net.
+
+    ``params``, ``grads``, ``adam_m``, ``adam_v``: float32 [n_params]; ``target``:
+    float32 [n_target] (encoder + Q); ``adam_state``: int32 [N_MODULES, 2] =
+    (step t, armed) per module in MODULES order; ``table``: the module table.
+    """
+
+    def __init__(self, obs_dim: int, seed: int = 0, hidden: int = HIDDEN):
+        from numba import cuda
+
+        self.layout = NetLayout(obs_dim, hidden)
+        self.seed = int(seed)
+        p0 = self.layout.init_params(self.seed)
+        n = self.layout.n_params
+        self.params = cuda.to_device(p0)
+        self.grads = cuda.to_device(np.zeros(n, np.float32))
+        self.adam_m = cuda.to_device(np.zeros(n, np.float32))
+        self.adam_v = cuda.to_device(np.zeros(n, np.float32))
+        self.target = cuda.to_device(p0[: self.layout.n_target].copy())
+        from alpharl.cuda_kernels.nets import adam as K
+
+        self.adam_state = cuda.to_device(np.zeros(len(MODULES) * K.STATE_COLS, np.int32))
+        self.table = cuda.to_device(self.layout.module_table())
+
+    # ------------------------------------------------------------ views
+    def view(self, buf, layer: str, part: str = "block"):
+        """A device view of one layer's W, b or whole block in ``buf`` (params, grads, target...)."""
+        return buf[getattr(self.layout.layers[layer], part)]
+
+    def params_of(self, module: str):
+        return self.params[self.layout.module_slice[module]]
+
+    def grads_of(self, module: str):
+        return self.grads[self.layout.module_slice[module]]
+
+    # ------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict:
+        """Host copies of everything needed to continue bit-identically."""
+        return {
+            "obs_dim": self.layout.obs_dim, "hidden": self.layout.hidden, "seed": self.seed,
+            "params": self.params.copy_to_host(), "adam_m": self.adam_m.copy_to_host(),
+            "adam_v": self.adam_v.copy_to_host(), "target": self.target.copy_to_host(),
+            "adam_state": self.adam_state.copy_to_host(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if (int(state["obs_dim"]), int(state["hidden"])) != (self.layout.obs_dim, self.layout.hidden):
+            raise ValueError(f"checkpoint nets are obs_dim={state['obs_dim']} hidden={state['hidden']}, "
+                             f"this run has obs_dim={self.layout.obs_dim} hidden={self.layout.hidden}")
+        for name in ("params", "adam_m", "adam_v", "target", "adam_state"):
+            dst = getattr(self, name)
+            src = np.ascontiguousarray(state[name], dtype=dst.dtype)
+            if src.shape != dst.shape:
+                raise ValueError(f"checkpoint {name} has shape {src.shape}, expected {dst.shape}")
+            dst.copy_to_device(src)
+
+    def hard_update_target(self) -> None:
+        """target <- online (encoder + Q), on the device."""
+        self.target.copy_to_device(self.params[: self.layout.n_target])
+
+
+# ===================================================== launch helpers (host)
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def gemm_grid(m: int, n: int, splits: int = 1):
+    from alpharl.cuda_kernels.nets import gemm as G
+
+    return (_cdiv(n, G.TILE_N), _cdiv(m, G.TILE_M), splits), (G.BLOCK_X, G.BLOCK_Y)
+
+
+def dw_split(rows: int, k_in: int, n_out: int) -> tuple[int, int]:
+    """(n_splits, rows per split) of a dW product over `rows` batch rows (rows per split a multiple of TILE_K)."""
+    from alpharl.cuda_kernels.nets import gemm as G
+
+    tiles = _cdiv(k_in, G.TILE_M) * _cdiv(n_out, G.TILE_N)
+    want = max(1, min(_cdiv(rows, DW_SPLIT_MIN_ROWS), _cdiv(DW_TARGET_BLOCKS, tiles)))
+    k_split = _cdiv(_cdiv(rows, want), G.TILE_K) * G.TILE_K
+    return _cdiv(rows, k_split), k_split
+
+
+def dw_partial_size(rows: int, k_in: int, n_out: int) -> int:
+    return dw_split(rows, k_in, n_out)[0] * (k_in + 1) * n_out
+
+
+class Launcher:
+    """Launches the layer kernels of one ``Nets`` on one stream (no host sync, graph-capturable).
+
+    ``dummy`` fills the unused bias / y arguments of rl_gemm.
+    """
+
+    def __init__(self, stream=0):
+        from numba import cuda
+
+        self.stream = stream
+        self.dummy = cuda.to_device(np.zeros(1, np.float32))
+
+    def forward(self, gate, x, rows: int, layer: Layer, params, out, act: int) -> None:
+        """out[rows, n_out] = act(x[rows, k_in] W + b), W, b = layer's block of ``params``."""
+        from alpharl.cuda_kernels.nets import gemm as G
+
+        grid, block = gemm_grid(rows, layer.n_out)
+        G.rl_gemm[grid, block, self.stream](
+            gate, x, params[layer.w], params[layer.b], self.dummy, out, np.int32(rows), np.int32(layer.n_out),
+            np.int32(layer.k_in), np.int32(layer.k_in), np.int32(1), np.int32(layer.n_out), np.int32(1),
+            np.int32(layer.k_in), np.int32(1), np.int32(act), np.int32(0), np.int32(0))
+
+    def backward_dx(self, gate, dy, rows: int, layer: Layer, params, out, accumulate: bool, y_tanh=None) -> None:
+        """out[rows, k_in] (+)= dy[rows, n_out] W^T; times (1 - y_tanh^2) when y_tanh is given."""
+        from alpharl.cuda_kernels.nets import gemm as G
+
+        grid, block = gemm_grid(rows, layer.k_in)
+        act = G.ACT_NONE if y_tanh is None else G.ACT_TANH_GRAD
+        G.rl_gemm[grid, block, self.stream](
+            gate, dy, params[layer.w], self.dummy, self.dummy if y_tanh is None else y_tanh, out,
+            np.int32(rows), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(layer.n_out), np.int32(1),
+            np.int32(1), np.int32(layer.n_out), np.int32(layer.n_out), np.int32(0), np.int32(act),
+            np.int32(1 if accumulate else 0), np.int32(0))
+
+    def backward_dw(self, gate, x, dy, rows: int, layer: Layer, grads, partial) -> None:
+        """grads[layer block] = [x^T dy; 1^T dy] over `rows` (split over the batch, fixed-order reduce)."""
+        from alpharl.cuda_kernels.nets import gemm as G
+
+        splits, k_split = dw_split(rows, layer.k_in, layer.n_out)
+        grid, block = gemm_grid(layer.k_in, layer.n_out, splits)
+        G.rl_gemm[grid, block, self.stream](
+            gate, x, dy, self.dummy, self.dummy, partial, np.int32(layer.k_in), np.int32(layer.n_out),
+            np.int32(rows), np.int32(1), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(1),
+            np.int32(k_split), np.int32(0), np.int32(G.ACT_NONE), np.int32(0), np.int32(1))
+        size = layer.size
+        G.rl_split_reduce[_cdiv(size, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, self.stream](
+            gate, partial, np.int32(splits), np.int32(size), grads[layer.block])

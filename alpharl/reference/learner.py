@@ -1,0 +1,177 @@
+"""NumPy reference of one whole learning update (alpharl.learner.Learner.update).
+
+Same sequence, same maths, on host arrays, in float64 (tests) or float32 (the
+``numpy`` backend). ``total_loss`` is the scalar the update descends, with the
+targets held fixed; tests differentiate it numerically.
+
+The stacked encoder rows are [s_t (B) | s (M) | s' (M) | s_{t+1} (B)]; every
+head's loss is a mean over its own batch and the encoder's gradient is the sum
+of the heads' gradients (Q's from the replay rows s, the others' from s_t).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl import isv as S
+from alpharl.cuda_kernels.nets import adam as KA
+from alpharl.cuda_kernels.nets import losses as KL
+from alpharl.nets import MODULES, NetLayout
+from alpharl.reference import controllers as RC
+from alpharl.reference import nets as R
+
+ENV_KEYS = ("obs_t", "actions", "logp_old", "reward", "done", "obs_tp1", "label_up", "label_ret")
+REPLAY_KEYS = ("obs_s", "actions", "reward", "done", "obs_sp", "is_weight")
+
+
+def _w(p, layout: NetLayout, name: str):
+    layer = layout.layers[name]
+    return p[layer.w].reshape(layer.k_in, layer.n_out), p[layer.b]
+
+
+def encode(p, layout: NetLayout, x):
+    """(h1, h) of the encoder."""
+    h1 = R.linear(x, *_w(p, layout, "enc.l1"), "tanh")
+    return h1, R.linear(h1, *_w(p, layout, "enc.l2"), "tanh")
+
+
+def forward(p, target, layout: NetLayout, env: dict, rep: dict, dtype=np.float64) -> dict:
+    """Every activation of the update at parameters p (online) and target (encoder + Q)."""
+    cast = lambda a: np.asarray(a, dtype)  # noqa: E731
+    b, m = len(env["actions"]), len(rep["actions"])
+    x0 = np.concatenate([cast(env["obs_t"]), cast(rep["obs_s"]), cast(rep["obs_sp"]), cast(env["obs_tp1"])])
+    h1, h = encode(p, layout, x0)
+    _, th = encode(target, layout, cast(rep["obs_sp"]))
+    o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
+    q_val = R.linear(h, *_w(p, layout, "q.val"))
+    return {
+        "b": b, "m": m, "x0": x0, "h1": h1, "h": h,
+        "q_adv": R.linear(h[o_s:o_tp1], *_w(p, layout, "q.adv")), "q_val": q_val,
+        "t_adv": R.linear(th, *_w(target, layout, "q.adv")), "t_val": R.linear(th, *_w(target, layout, "q.val")),
+        "pi_logits": R.linear(h[:b], *_w(p, layout, "pi.out")),
+        "v_out": R.linear(h, *_w(p, layout, "v.out"))[:, 0],
+        "bce_out": R.linear(h[:b], *_w(p, layout, "bce.out"))[:, 0],
+        "aux_out": R.linear(h[:b], *_w(p, layout, "aux.out"))[:, 0],
+        "v_dq": R.v_dq(q_val),
+        "o_s": o_s, "o_sp": o_sp, "o_tp1": o_tp1,
+    }
+
+
+def targets(fw: dict, env: dict, rep: dict, isv, dtype=np.float64) -> dict:
+    """The stop-gradient quantities: a*, projected C51 target, V blend (updates isv), advantage, return."""
+    b, m = fw["b"], fw["m"]
+    gamma = dtype(isv[S.RL_GAMMA])
+    cast = lambda a: np.asarray(a, dtype)  # noqa: E731
+    a_star = R.argmax_expected_q(fw["q_adv"][m:], fw["q_val"][fw["o_sp"]:fw["o_tp1"]])
+    m_tgt, e_target = R.c51_target(fw["t_adv"], fw["t_val"], a_star, cast(rep["reward"]), cast(rep["done"]), gamma)
+    v_scalar, v_dq = fw["v_out"], fw["v_dq"]
+    RC.rl_v_blend_alpha_controller(v_scalar[:b], v_dq[:b], b, isv)
+    v_used = np.zeros(b, np.float32)
+    v_used_tp1 = np.zeros(b, np.float32)
+    RC.rl_v_blend(v_scalar[:b], v_dq[:b], b, isv, v_used)
+    RC.rl_v_blend(v_scalar[fw["o_tp1"]:], v_dq[fw["o_tp1"]:], b, isv, v_used_tp1)
+    adv, ret = R.advantage_return(cast(env["reward"]), cast(env["done"]), cast(v_used), cast(v_used_tp1), gamma)
+    return {"a_star": a_star, "m": m_tgt, "e_target": e_target, "v_used": v_used, "v_used_tp1": v_used_tp1,
+            "advantage": adv, "return": ret}
+
+
+def head_losses(fw: dict, env: dict, rep: dict, fixed: dict, isv, dtype=np.float64) -> dict:
+    """Per-sample losses and d(loss)/d(head output) of all five heads at fixed targets."""
+    b, m = fw["b"], fw["m"]
+    cast = lambda a: np.asarray(a, dtype)  # noqa: E731
+    ce, lq, d_adv, d_val, e_online = R.c51_loss(fw["q_adv"][:m], fw["q_val"][fw["o_s"]:fw["o_sp"]],
+                                                 np.asarray(rep["actions"]), fixed["m"], cast(rep["is_weight"]))
+    pl, d_pi, ent, kl, ratio = R.ppo_loss(fw["pi_logits"], np.asarray(env["actions"]), cast(env["logp_old"]),
+                                          fixed["advantage"], dtype(isv[S.RL_PPO_CLIP_EPS]),
+                                          dtype(isv[S.RL_PPO_RATIO_CLAMP]), dtype(isv[S.RL_ENTROPY_COEF]))
+    vl, dv = R.scalar_loss(KL.LOSS_HUBER, fw["v_out"][:b], fixed["return"])
+    bl, dbce = R.scalar_loss(KL.LOSS_BCE, fw["bce_out"], cast(env["label_up"]))
+    al, daux = R.scalar_loss(KL.LOSS_MSE, fw["aux_out"], cast(env["label_ret"]))
+    return {"q_ce": ce, "q_loss_weighted": lq, "d_adv": d_adv, "d_val": d_val, "e_online": e_online,
+            "pi": pl, "d_pi": d_pi, "entropy": ent, "kl": kl, "ratio": ratio,
+            "v": vl, "dv": dv, "bce": bl, "dbce": dbce, "aux": al, "daux": daux}
+
+
+def total_loss(p, target, layout: NetLayout, env: dict, rep: dict, fixed: dict, isv, dtype=np.float64) -> float:
+    """L = L_q (IS-weighted) + L_pi + L_v + L_bce + L_aux at parameters p, targets held fixed."""
+    fw = forward(p, target, layout, env, rep, dtype)
+    hl = head_losses(fw, env, rep, fixed, isv, dtype)
+    return float(hl["q_loss_weighted"] + hl["pi"].mean() + hl["v"].mean() + hl["bce"].mean() + hl["aux"].mean())
+
+
+def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
+    """The flat gradient of total_loss (analytic backward, as the kernels run it)."""
+    b, m = fw["b"], fw["m"]
+    h, h1 = fw["h"], fw["h1"]
+    g = np.zeros_like(p)
+    o_s, o_sp = fw["o_s"], fw["o_sp"]
+
+    def head(name, x, dy):
+        layer = layout.layers[name]
+        w, _ = _w(p, layout, name)
+        dx, dw, db = R.linear_backward(x, dy, w)
+        g[layer.w] = dw.ravel()
+        g[layer.b] = db
+        return dx
+
+    dh = np.zeros((b + m, layout.hidden), p.dtype)
+    dh[o_s:o_sp] = head("q.adv", h[o_s:o_sp], hl["d_adv"]) + head("q.val", h[o_s:o_sp], hl["d_val"])
+    dh[:b] = (head("pi.out", h[:b], hl["d_pi"]) + head("v.out", h[:b], hl["dv"][:, None])
+              + head("bce.out", h[:b], hl["dbce"][:, None]) + head("aux.out", h[:b], hl["daux"][:, None]))
+    dpre2 = dh * (1 - h[:b + m] ** 2)
+    dh1 = head("enc.l2", h1[:b + m], dpre2) * (1 - h1[:b + m] ** 2)
+    head("enc.l1", fw["x0"][:b + m], dh1)
+    return g
+
+
+def update(state: dict, isv, env: dict, rep: dict, layout: NetLayout, dtype=np.float64) -> dict:
+    """One whole learning update. state: params, adam_m, adam_v, target, adam_state (as Nets.state_dict()).
+
+    Returns the new state, the updated isv (a copy) and every per-sample output.
+    """
+    isv = np.array(isv, np.float32, copy=True)
+    p = np.asarray(state["params"], dtype)
+    target = np.asarray(state["target"], dtype)
+    fw = forward(p, target, layout, env, rep, dtype)
+    fixed = targets(fw, env, rep, isv, dtype)
+    hl = head_losses(fw, env, rep, fixed, isv, dtype)
+    g = gradients(p, layout, fw, hl)
+    isv[S.RL_LOSS_Q] = hl["q_ce"].mean()
+    isv[S.RL_LOSS_PI] = hl["pi"].mean()
+    isv[S.RL_LOSS_V] = hl["v"].mean()
+    isv[S.RL_LOSS_BCE] = hl["bce"].mean()
+    isv[S.RL_LOSS_AUX] = hl["aux"].mean()
+    new_p = p.copy()
+    new_m = np.asarray(state["adam_m"], dtype).copy()
+    new_v = np.asarray(state["adam_v"], dtype).copy()
+    st = np.array(state["adam_state"], np.int32).reshape(len(MODULES), KA.STATE_COLS).copy()
+    for k, mod in enumerate(MODULES):
+        sl = layout.module_slice[mod]
+        gm = g[sl]
+        isv[S.RL_OBS_Q_GRAD_NORM + k] = np.sqrt((gm[: layout.n_w[mod]] ** 2).sum())
+        if not np.isfinite(np.sqrt((gm ** 2).sum())):
+            st[k, KA.STATE_ARMED] = 0
+            isv[S.RL_NAN_SKIPS_Q + k] += 1
+            continue
+        st[k, KA.STATE_STEP] += 1
+        st[k, KA.STATE_ARMED] = 1
+        new_p[sl], new_m[sl], new_v[sl] = R.adam(p[sl], gm, new_m[sl], new_v[sl], st[k, KA.STATE_STEP],
+                                                 dtype(isv[S.RL_LR_Q + k]))
+    n = fw["b"]
+    gamma = dtype(isv[S.RL_GAMMA])
+    r_rep = np.asarray(rep["reward"], dtype)
+    td = r_rep + gamma * (1 - np.asarray(rep["done"], dtype)) * fixed["e_target"] - hl["e_online"]
+    return {
+        "state": {"params": new_p, "adam_m": new_m, "adam_v": new_v, "target": target,
+                  "adam_state": st.reshape(-1)},
+        "isv": isv, "grads": g,
+        "q_priority": hl["q_ce"], "td": td,
+        "a_star": fixed["a_star"], "entropy": hl["entropy"], "kl": hl["kl"], "ratio": hl["ratio"],
+        "advantage": fixed["advantage"], "return": fixed["return"], "v_used": fixed["v_used"],
+        "v_used_tp1": fixed["v_used_tp1"], "v_scalar": fw["v_out"][:n], "v_dq": fw["v_dq"][:n],
+    }
+
+
+def soft_update(target, params, n_target: int, isv):
+    """rl_soft_update over the target prefix (encoder + Q)."""
+    tau = float(isv[S.RL_TARGET_TAU])
+    return R.soft_update(np.asarray(target), np.asarray(params)[:n_target], tau)

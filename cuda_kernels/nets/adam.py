@@ -1,0 +1,131 @@
+"""Adam with a non-finite guard, and the target network's soft update.
+
+Parameters, gradients and both Adam moments of all six modules live in one
+flat buffer each (alpharl.nets lays them out); a small int32 table gives each
+module's [offset, size, n_w, lr slot, obs grad-norm slot, nan-skip slot], so
+one guard launch and one Adam launch serve every module.
+
+Per module and update: ``rl_grad_guard`` computes ||grad|| over the module's
+whole flat gradient (one non-finite element makes it non-finite) and
+||grad[:n_w]|| (the seeds' grad_w, the LR controller's signal, written to the
+module's RL_OBS_*_GRAD_NORM slot). A finite norm advances the module's step
+counter and arms the update; a non-finite one counts in RL_NAN_SKIPS_* and
+leaves parameters, moments and step counter untouched. ``rl_adam`` then applies
+bias-corrected Adam with the learning rate read from the ISV this step.
+"""
+import math
+
+from numba import cuda, float32
+
+from alpharl.cuda_kernels.controllers.common import finite
+from alpharl.cuda_kernels.nets.gemm import ELEMWISE_BLOCK
+from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
+from alpharl.cuda_kernels.registry import kernel
+from alpharl.isv import RL_TARGET_TAU
+
+#: Adam hyper-parameters (Kingma & Ba defaults).
+ADAM_BETA1 = 0.9
+ADAM_BETA2 = 0.999
+ADAM_EPS = 1.0e-8
+#: Modules: Q, pi, V, BCE, AUX, encoder (the order of the ISV's per-head slots).
+N_MODULES = 6
+#: Columns of the module table.
+COL_OFFSET = 0
+COL_SIZE = 1
+COL_N_W = 2
+COL_LR_SLOT = 3
+COL_OBS_SLOT = 4
+COL_NAN_SLOT = 5
+TABLE_COLS = 6
+#: Per-module device state, int32 [N_MODULES, STATE_COLS]: Adam step t, armed flag.
+STATE_STEP = 0
+STATE_ARMED = 1
+STATE_COLS = 2
+
+
+@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], int32[::1])")
+def rl_grad_guard(gate, grad, table, isv, state):
+    """Block k: norms of module k's gradient; arm (t += 1) or skip (nan count += 1).
+
+    Launch [N_MODULES, REDUCE_BLOCK]. gate[0] == 0: writes nothing.
+    Fixed-order block-stride sums + tree reduce: deterministic.
+    """
+    if gate[0] == 0:
+        return
+    s_w = cuda.shared.array(REDUCE_BLOCK, float32)
+    s_all = cuda.shared.array(REDUCE_BLOCK, float32)
+    k = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    off = table[k * TABLE_COLS + COL_OFFSET]
+    size = table[k * TABLE_COLS + COL_SIZE]
+    n_w = table[k * TABLE_COLS + COL_N_W]
+    a_w = float32(0.0)
+    a_rest = float32(0.0)
+    for i in range(tid, size, REDUCE_BLOCK):
+        g = grad[off + i]
+        if i < n_w:
+            a_w += g * g
+        else:
+            a_rest += g * g
+    s_w[tid] = a_w
+    s_all[tid] = a_rest
+    cuda.syncthreads()
+    tree_sum(s_w, tid, REDUCE_BLOCK)
+    tree_sum(s_all, tid, REDUCE_BLOCK)
+    if tid == 0:
+        norm_w = math.sqrt(s_w[0])
+        total = math.sqrt(s_w[0] + s_all[0])
+        isv[table[k * TABLE_COLS + COL_OBS_SLOT]] = norm_w
+        if finite(total):
+            state[k * STATE_COLS + STATE_STEP] += 1
+            state[k * STATE_COLS + STATE_ARMED] = 1
+        else:
+            state[k * STATE_COLS + STATE_ARMED] = 0
+            isv[table[k * TABLE_COLS + COL_NAN_SLOT]] += float32(1.0)
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, int32[::1], "
+        "float32[::1], int32[::1])")
+def rl_adam(gate, params, grad, m, v, n_total, table, isv, state):
+    """Bias-corrected Adam on params[0:n_total] for every armed module (after rl_grad_guard).
+
+    m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
+    p <- p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), lr = isv[module's lr slot].
+    Launch [ceil(n_total / ELEMWISE_BLOCK), ELEMWISE_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    i = cuda.grid(1)
+    if i >= n_total:
+        return
+    k = 0
+    for j in range(N_MODULES):
+        off = table[j * TABLE_COLS + COL_OFFSET]
+        if off <= i < off + table[j * TABLE_COLS + COL_SIZE]:
+            k = j
+    if state[k * STATE_COLS + STATE_ARMED] == 0:
+        return
+    t = float32(state[k * STATE_COLS + STATE_STEP])
+    lr = isv[table[k * TABLE_COLS + COL_LR_SLOT]]
+    b1 = float32(ADAM_BETA1)
+    b2 = float32(ADAM_BETA2)
+    g = grad[i]
+    mi = b1 * m[i] + (float32(1.0) - b1) * g
+    vi = b2 * v[i] + (float32(1.0) - b2) * g * g
+    m[i] = mi
+    v[i] = vi
+    m_hat = mi / (float32(1.0) - math.pow(b1, t))
+    v_hat = vi / (float32(1.0) - math.pow(b2, t))
+    params[i] -= lr * m_hat / (math.sqrt(v_hat) + float32(ADAM_EPS))
+
+
+@kernel("void(float32[::1], float32[::1], int32, float32[::1])")
+def rl_soft_update(target, online, n, isv):
+    """target <- tau online + (1 - tau) target over [0, n), tau = isv[RL_TARGET_TAU].
+
+    Once per env step (not K-gated). Launch [ceil(n / ELEMWISE_BLOCK), ELEMWISE_BLOCK].
+    """
+    i = cuda.grid(1)
+    if i < n:
+        tau = isv[RL_TARGET_TAU]
+        target[i] = tau * online[i] + (float32(1.0) - tau) * target[i]

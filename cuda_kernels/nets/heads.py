@@ -1,0 +1,121 @@
+"""Head-side helpers: the dueling C51 combination, V_dq, and stacking the
+encoder's input rows.
+
+Dueling distributional Q (SPEC §4): the advantage stream gives adv[a, z]
+(stored action-major, adv[b, a N_ATOMS + z]), the value stream v[z];
+logits[a, z] = v[z] + adv[a, z] - mean_a adv[a, z], p(z | s, a) = softmax_z.
+Supports z_j = V_MIN + j DELTA_Z. V_dq = sum_z softmax(v)[z] z_j: the value
+stream's own expectation (the baseline the V blend mixes in).
+"""
+import math
+
+from numba import cuda, float32
+
+from alpharl.cuda_kernels.nets.gemm import ELEMWISE_BLOCK
+from alpharl.cuda_kernels.registry import kernel
+from alpharl.sizes import DELTA_Z, N_ACTIONS, N_ATOMS, V_MIN
+
+#: Logits of one sample's advantage stream.
+N_Q_OUT = N_ACTIONS * N_ATOMS
+#: Threads per block of the per-sample kernels (one thread per sample).
+ROW_BLOCK = 128
+
+
+@cuda.jit(device=True)
+def support(j):
+    """The j-th C51 support z_j = V_MIN + j DELTA_Z."""
+    return float32(V_MIN) + float32(j) * float32(DELTA_Z)
+
+
+@cuda.jit(device=True)
+def dueling_logits(adv, a_off, val, v_off, action, out):
+    """out[z] = v[z] + adv[action, z] - mean_a adv[a, z] for one sample."""
+    for z in range(N_ATOMS):
+        s = float32(0.0)
+        for k in range(N_ACTIONS):
+            s += adv[a_off + k * N_ATOMS + z]
+        out[z] = val[v_off + z] + adv[a_off + action * N_ATOMS + z] - s / float32(N_ACTIONS)
+
+
+@cuda.jit(device=True)
+def log_softmax_inplace(x, n):
+    """x[0:n] <- log softmax(x[0:n]) (max-shifted, stable)."""
+    mx = x[0]
+    for j in range(1, n):
+        mx = max(mx, x[j])
+    s = float32(0.0)
+    for j in range(n):
+        s += math.exp(x[j] - mx)
+    lse = mx + math.log(s)
+    for j in range(n):
+        x[j] = x[j] - lse
+
+
+@cuda.jit(device=True)
+def expectation_of_logp(logp):
+    """sum_z exp(logp[z]) z_j: the mean of a C51 distribution given its log-probs."""
+    e = float32(0.0)
+    for z in range(N_ATOMS):
+        e += math.exp(logp[z]) * support(z)
+    return e
+
+
+@kernel("void(int32[::1], float32[::1], int32, float32[::1])")
+def rl_v_dq(gate, val, n, out):
+    """out[b] = V_dq = sum_z softmax(val[b, :])[z] z_j for b < n (val is [n, N_ATOMS]).
+
+    Launch [ceil(n / ROW_BLOCK), ROW_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    b = cuda.grid(1)
+    if b < n:
+        x = cuda.local.array(N_ATOMS, float32)
+        for z in range(N_ATOMS):
+            x[z] = val[b * N_ATOMS + z]
+        log_softmax_inplace(x, N_ATOMS)
+        out[b] = expectation_of_logp(x)
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], int32, float32[::1])")
+def rl_dueling_logits(gate, adv, val, n, out):
+    """out[b, a, z] = v[z] + adv[a, z] - mean_a adv[a, z] (flat [n, N_ACTIONS * N_ATOMS]).
+
+    The combined C51 logits for acting/diagnostics (rl_action_kernel reads them
+    as [n, N_ACTIONS, N_ATOMS]); the learning update works on the streams
+    directly. Launch [ceil(n / ROW_BLOCK), ROW_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    b = cuda.grid(1)
+    if b < n:
+        x = cuda.local.array(N_ATOMS, float32)
+        for a in range(N_ACTIONS):
+            dueling_logits(adv, b * N_Q_OUT, val, b * N_ATOMS, a, x)
+            for z in range(N_ATOMS):
+                out[b * N_Q_OUT + a * N_ATOMS + z] = x[z]
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, int32, int32, float32[::1])")
+def rl_stack_obs(gate, obs_t, obs_s, obs_sp, obs_tp1, n_b, n_m, dim, out):
+    """Stack the encoder's input rows: out = [obs_t (n_b) | obs_s (n_m) | obs_sp (n_m) | obs_tp1 (n_b)].
+
+    One encoder pass then serves the env batch at t and t+1 and the replay
+    minibatch at s and s'; the rows that get gradients ([obs_t | obs_s]) come
+    first and are contiguous. All arrays row-major with `dim` columns.
+    Launch [ceil((2 n_b + 2 n_m) dim / ELEMWISE_BLOCK), ELEMWISE_BLOCK].
+    """
+    if gate[0] == 0:
+        return
+    i = cuda.grid(1)
+    row = i // dim
+    col = i - row * dim
+    if row < n_b:
+        out[i] = obs_t[row * dim + col]
+    elif row < n_b + n_m:
+        out[i] = obs_s[(row - n_b) * dim + col]
+    elif row < n_b + 2 * n_m:
+        out[i] = obs_sp[(row - n_b - n_m) * dim + col]
+    elif row < 2 * n_b + 2 * n_m:
+        out[i] = obs_tp1[(row - n_b - 2 * n_m) * dim + col]
+

@@ -1,0 +1,228 @@
+"""Losses of the five heads and their gradients with respect to the head outputs.
+
+Each kernel runs one thread per sample and writes the per-sample loss and
+d(mean loss)/d(head output) (already divided by the batch size), which the
+GEMM backward then turns into weight and input gradients. Every head's loss is
+a mean over its own batch: Q over the replay minibatch (n = M), the others over
+the env batch (n = B); the encoder's gradient is the sum of the heads'.
+
+- ``rl_c51_loss``: C51 cross-entropy against the projected Double-DQN target
+  (a* from ``argmax_expected_q`` on the online net at s', the target net's
+  distribution at (s', a*) shifted by r + gamma (1 - done) z and projected onto
+  the supports), weighted by the replay importance weights.
+- ``rl_ppo_loss``: PPO clipped surrogate with dual clip and entropy bonus.
+- ``rl_scalar_loss``: value regression (Huber), BCE (sigmoid logit vs 0/1
+  label) and AUX regression (MSE), one kernel selected by ``kind``.
+- ``rl_loss_means``: the five batch means into the ISV loss slots.
+"""
+import math
+
+from numba import cuda, float32, int32
+
+from alpharl.cuda_kernels.nets.heads import N_Q_OUT, dueling_logits, log_softmax_inplace, support
+from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
+from alpharl.cuda_kernels.registry import kernel
+from alpharl.isv import RL_ENTROPY_COEF, RL_GAMMA, RL_LOSS_Q, RL_PPO_CLIP_EPS, RL_PPO_RATIO_CLAMP
+from alpharl.sizes import DELTA_Z, N_ACTIONS, N_ATOMS, V_MAX, V_MIN
+
+#: rl_scalar_loss kinds.
+LOSS_HUBER = 0
+LOSS_BCE = 1
+LOSS_MSE = 2
+#: Huber threshold of the value regression, in reward units. Returns are
+#: heavy-tailed (a trade's PnL lands at its close): beyond |err| > HUBER_DELTA
+#: the gradient is capped at HUBER_DELTA, so a few large closes cannot dominate
+#: the value head's grad norm (the LR controller's signal); below it, MSE.
+HUBER_DELTA = 1.0
+#: Rows of the per-sample loss buffer: Q, pi, V, BCE, AUX (the ISV loss slots' order).
+N_LOSSES = 5
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], int32[::1], float32[::1], float32[::1], int32[::1], "
+        "float32[::1], float32[::1], float32[::1], int32, float32[::1], "
+        "float32[::1], float32[::1], float32[::1], float32[::1])")
+def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_w, n, isv,
+                d_adv, d_val, loss, td):
+    """C51 loss of the dueling Q head for n replay transitions (s, a, r, done, s').
+
+    adv[n, N_ACTIONS N_ATOMS], val[n, N_ATOMS]: online streams at s; t_adv, t_val:
+    target-net streams at s'; a_star[n]: argmax_a E[Z_online(s', a)].
+    Target: q = p_target(. | s', a*); Tz_j = clamp(r + gamma (1 - done) z_j, V_MIN, V_MAX),
+    b_j = (Tz_j - V_MIN) / DELTA_Z, l = floor(b_j), u = ceil(b_j); m_l += q_j (u - b_j),
+    m_u += q_j (b_j - l). When b_j is an exact integer, l == u and both shares
+    are 0: all of q_j must go to l explicitly, or that mass is lost.
+    Outputs: loss[b] = CE_b = -sum_z m_z log p(z | s, a) (unweighted: the new PER
+    priority), td[b] = r + gamma (1 - done) E[Z_target(s', a*)] - E[Z(s, a)],
+    and the gradient of L = (1/n) sum_b w_b CE_b: with g_z = (w_b / n)(p_z sum(m) - m_z)
+    on the logits of action a, d_val = g, d_adv[k, z] = g_z ([k == a] - 1 / N_ACTIONS)
+    (the dueling mean passes -1/N_ACTIONS of every logit's gradient to every action).
+    Launch [ceil(n / ROW_BLOCK), ROW_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    b = cuda.grid(1)
+    if b >= n:
+        return
+    tq = cuda.local.array(N_ATOMS, float32)
+    m = cuda.local.array(N_ATOMS, float32)
+    lp = cuda.local.array(N_ATOMS, float32)
+    gamma = isv[RL_GAMMA]
+    r = reward[b]
+    disc = gamma * (float32(1.0) - done[b])
+    dueling_logits(t_adv, b * N_Q_OUT, t_val, b * N_ATOMS, a_star[b], tq)
+    log_softmax_inplace(tq, N_ATOMS)
+    for z in range(N_ATOMS):
+        m[z] = float32(0.0)
+    e_target = float32(0.0)
+    for j in range(N_ATOMS):
+        qj = math.exp(tq[j])
+        zj = support(j)
+        e_target += qj * zj
+        tz = min(max(r + disc * zj, float32(V_MIN)), float32(V_MAX))
+        bj = min(max((tz - float32(V_MIN)) / float32(DELTA_Z), float32(0.0)), float32(N_ATOMS - 1))
+        lo = int32(math.floor(bj))
+        hi = int32(math.ceil(bj))
+        if lo == hi:
+            m[lo] += qj
+        else:
+            m[lo] += qj * (float32(hi) - bj)
+            m[hi] += qj * (bj - float32(lo))
+    a = actions[b]
+    dueling_logits(adv, b * N_Q_OUT, val, b * N_ATOMS, a, lp)
+    log_softmax_inplace(lp, N_ATOMS)
+    ce = float32(0.0)
+    e_online = float32(0.0)
+    m_sum = float32(0.0)
+    for z in range(N_ATOMS):
+        ce -= m[z] * lp[z]
+        e_online += math.exp(lp[z]) * support(z)
+        m_sum += m[z]
+    loss[b] = ce
+    td[b] = r + disc * e_target - e_online
+    scale = is_w[b] / float32(n)
+    inv_a = float32(1.0) / float32(N_ACTIONS)
+    for z in range(N_ATOMS):
+        g = scale * (math.exp(lp[z]) * m_sum - m[z])
+        d_val[b * N_ATOMS + z] = g
+        for k in range(N_ACTIONS):
+            sel = float32(1.0) if k == a else float32(0.0)
+            d_adv[b * N_Q_OUT + k * N_ATOMS + z] = g * (sel - inv_a)
+
+
+@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], float32[::1], int32, float32[::1], "
+        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])")
+def rl_ppo_loss(gate, logits, actions, logp_old, advantage, n, isv, d_logits, loss, entropy, kl, ratio_out):
+    """PPO clipped surrogate with dual clip (Ye et al. 2020) and entropy bonus, per sample.
+
+    logits[n, N_ACTIONS] at the current parameters; a = actions[b] was sampled
+    from pi_old with log-prob logp_old[b]. ratio = exp(log pi(a) - logp_old);
+    obj = min(ratio A, clip(ratio, 1 - eps, 1 + eps) A); for A < 0 obj = max(obj, c A)
+    (dual clip: a very large ratio on a negative advantage cannot drive an
+    unbounded step); loss_b = -obj - coef H(pi). eps = isv[RL_PPO_CLIP_EPS],
+    c = isv[RL_PPO_RATIO_CLAMP], coef = isv[RL_ENTROPY_COEF].
+    Gradient of the mean loss: d obj / d ratio = A when the unclipped branch is
+    the active one, else 0; d ratio / d logit_j = ratio ([j == a] - pi_j);
+    dH / d logit_j = -pi_j (log pi_j + H).
+    Also: entropy[b] = H, kl[b] = (ratio - 1) - log ratio (the k3 estimator of
+    KL(pi_old || pi_new) for a ~ pi_old: unbiased, non-negative), ratio_out[b].
+    Launch [ceil(n / ROW_BLOCK), ROW_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    b = cuda.grid(1)
+    if b >= n:
+        return
+    lp = cuda.local.array(N_ACTIONS, float32)
+    for j in range(N_ACTIONS):
+        lp[j] = logits[b * N_ACTIONS + j]
+    log_softmax_inplace(lp, N_ACTIONS)
+    eps = isv[RL_PPO_CLIP_EPS]
+    c = isv[RL_PPO_RATIO_CLAMP]
+    coef = isv[RL_ENTROPY_COEF]
+    a = actions[b]
+    adv = advantage[b]
+    log_ratio = lp[a] - logp_old[b]
+    ratio = math.exp(log_ratio)
+    clipped = min(max(ratio, float32(1.0) - eps), float32(1.0) + eps)
+    surr1 = ratio * adv
+    surr2 = clipped * adv
+    # d obj / d ratio of the active branch.
+    if surr1 <= surr2:
+        obj = surr1
+        d_obj = adv
+    else:
+        obj = surr2
+        d_obj = adv if clipped == ratio else float32(0.0)
+    if adv < float32(0.0) and c * adv > obj:
+        obj = c * adv
+        d_obj = float32(0.0)
+    h = float32(0.0)
+    for j in range(N_ACTIONS):
+        h -= math.exp(lp[j]) * lp[j]
+    loss[b] = -obj - coef * h
+    entropy[b] = h
+    kl[b] = (ratio - float32(1.0)) - log_ratio
+    ratio_out[b] = ratio
+    inv_n = float32(1.0) / float32(n)
+    for j in range(N_ACTIONS):
+        pj = math.exp(lp[j])
+        sel = float32(1.0) if j == a else float32(0.0)
+        d_logits[b * N_ACTIONS + j] = inv_n * (-d_obj * ratio * (sel - pj) + coef * pj * (lp[j] + h))
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], int32, int32, float32[::1], float32[::1])")
+def rl_scalar_loss(gate, pred, target, n, kind, d_pred, loss):
+    """Per-sample loss of a one-output head and d(mean loss)/d pred.
+
+    kind LOSS_HUBER (value head vs return): 0.5 e^2 for |e| <= HUBER_DELTA, else
+    HUBER_DELTA (|e| - 0.5 HUBER_DELTA), e = pred - target.
+    kind LOSS_BCE (pred is a logit, target a 0/1 label): softplus(x) - y x,
+    written max(x, 0) - y x + log1p(exp(-|x|)) so no exp overflows; grad sigmoid(x) - y.
+    kind LOSS_MSE (AUX vs the next-horizon mid return): 0.5 e^2.
+    Launch [ceil(n / ROW_BLOCK), ROW_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    b = cuda.grid(1)
+    if b >= n:
+        return
+    x = pred[b]
+    y = target[b]
+    inv_n = float32(1.0) / float32(n)
+    if kind == LOSS_BCE:
+        loss[b] = max(x, float32(0.0)) - y * x + math.log1p(math.exp(-abs(x)))
+        d_pred[b] = inv_n * (float32(1.0) / (float32(1.0) + math.exp(-x)) - y)
+    else:
+        e = x - y
+        if kind == LOSS_HUBER and abs(e) > float32(HUBER_DELTA):
+            loss[b] = float32(HUBER_DELTA) * (abs(e) - float32(0.5 * HUBER_DELTA))
+            d_pred[b] = inv_n * math.copysign(float32(HUBER_DELTA), e)
+        else:
+            loss[b] = float32(0.5) * e * e
+            d_pred[b] = inv_n * e
+
+
+@kernel("void(int32[::1], float32[::1], int32, int32, int32, float32[::1])")
+def rl_loss_means(gate, losses, stride, n_q, n_b, isv):
+    """isv[RL_LOSS_Q + r] = mean of losses[r, 0:n_r], r = Q, pi, V, BCE, AUX.
+
+    losses is [N_LOSSES, stride]; row 0 (Q) has n_q = M samples, the others
+    n_b = B. Block r reduces row r in a fixed order (deterministic).
+    The Q slot gets the unweighted mean CE (ln 21 = uniform), not the
+    importance-weighted loss the gradient follows.
+    Launch [N_LOSSES, REDUCE_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    sh = cuda.shared.array(REDUCE_BLOCK, float32)
+    r = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    cnt = n_q if r == 0 else n_b
+    acc = float32(0.0)
+    for i in range(tid, cnt, REDUCE_BLOCK):
+        acc += losses[r * stride + i]
+    sh[tid] = acc
+    cuda.syncthreads()
+    tree_sum(sh, tid, REDUCE_BLOCK)
+    if tid == 0 and cnt > 0:
+        isv[RL_LOSS_Q + r] = sh[0] / float32(cnt)
