@@ -1,0 +1,64 @@
+"""Checkpoints: everything needed to continue bit-identically, written atomically.
+
+A checkpoint is one ``.npz`` archive of named arrays (weights, Adam moments,
+target net, ISV, PRNG states, simulator state, replay, step) plus a JSON
+``meta`` entry (format version, step, the resolved config). It is written to a
+temporary file in the same directory, fsynced, then renamed over the old one,
+so a kill at any moment leaves either the old or the new checkpoint, whole.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+CHECKPOINT_FILE = "checkpoint.npz"
+FORMAT = "alpharl-checkpoint-v1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable or incompatible (one-line message)."""
+
+
+def save_checkpoint(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    buf = io.BytesIO()
+    payload = {k: np.asarray(v) for k, v in arrays.items()}
+    payload["__meta__"] = np.frombuffer(json.dumps({"format": FORMAT, **meta}).encode(), dtype=np.uint8)
+    np.savez(buf, **payload)
+    with open(tmp, "wb") as f:
+        f.write(buf.getbuffer())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+def load_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / CHECKPOINT_FILE
+    if not path.exists():
+        raise CheckpointError(f"{path}: no checkpoint there")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise CheckpointError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {exc})") from None
+    try:
+        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+    except (KeyError, ValueError):
+        raise CheckpointError(f"{path}: not an alpharl checkpoint (no metadata)") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {FORMAT!r}")
+    return arrays, meta

@@ -1,0 +1,149 @@
+"""One typed configuration of a training run, with derived values.
+
+``TrainConfig`` holds every option of ``alpharl train``; a TOML file
+(``--config run.toml``) fills it, command-line options override the file.
+Nested sections ``[sim]`` and ``[synth]`` map onto ``SimParams`` and
+``SynthParams``. ``validate()`` gives one-line errors naming the option.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from alpharl.sim.params import SimParams, SynthParams
+
+BACKENDS = ("auto", "cuda", "sim", "numpy")
+
+
+class ConfigError(ValueError):
+    """A bad option or config file (message names it)."""
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1000
+    """Training steps (each steps all B backtests once and runs K learning iterations)."""
+    b: int = 16
+    """B, the number of backtests run side by side."""
+    seed: int = 0
+    """Seed of everything: network init, PRNG states, episode starts, replay sampling."""
+    data: str | None = None
+    """LOBSTER zip, CSV pair, folder or cached Arrow file; None = the embedded sample."""
+    synthetic: bool = False
+    """Train on the synthetic Poisson order-flow market instead of replayed data."""
+    backend: str = "auto"
+    """cuda (kernels on the GPU), sim (the same kernels under Numba's CUDA simulator),
+    numpy (the NumPy references); auto = cuda when a GPU is present, else numpy."""
+    graph: bool = True
+    """Capture the step as a CUDA graph and replay it (cuda backend); False = eager launches."""
+    replay_capacity: int = 65536
+    """Transitions held by the prioritized replay (rounded down to a multiple of B)."""
+    minibatch: int = 256
+    """Q minibatch size M drawn from the replay per learning iteration."""
+    reward_scale: float = 0.01
+    """Rewards ($) are multiplied by this before learning, so returns fit the C51 support."""
+    diag_every: int = 50
+    """Steps between diagnostic rows (one host read of the ISV each)."""
+    checkpoint_every: int = 1000
+    """Steps between checkpoints (0: only at the end)."""
+    run_dir: str | None = None
+    """Run directory; None = runs/<timestamp>-<seed>."""
+    sim: SimParams = field(default_factory=SimParams)
+    """The backtests' fixed parameters ([sim] in TOML)."""
+    synth: SynthParams = field(default_factory=SynthParams)
+    """The synthetic market ([synth] in TOML)."""
+
+    # ------------------------------------------------------------ derived
+    @property
+    def capacity(self) -> int:
+        return max(self.b, (self.replay_capacity // self.b) * self.b)
+
+    def validate(self) -> "TrainConfig":
+        bad = []
+        if self.steps < 0:
+            bad.append(f"--steps {self.steps}: must be >= 0")
+        if self.b < 1:
+            bad.append(f"--b {self.b}: must be >= 1")
+        if self.backend not in BACKENDS:
+            bad.append(f"--backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
+        if self.minibatch < 1:
+            bad.append(f"--minibatch {self.minibatch}: must be >= 1")
+        if self.replay_capacity < 1:
+            bad.append(f"--replay-capacity {self.replay_capacity}: must be >= 1")
+        if self.diag_every < 1:
+            bad.append(f"--diag-every {self.diag_every}: must be >= 1")
+        if self.checkpoint_every < 0:
+            bad.append(f"--checkpoint-every {self.checkpoint_every}: must be >= 0")
+        if not self.reward_scale > 0:
+            bad.append(f"--reward-scale {self.reward_scale}: must be > 0")
+        if bad:
+            raise ConfigError(bad[0])
+        return self
+
+    # ------------------------------------------------------------ (de)serialise
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "config") -> "TrainConfig":
+        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown option {unknown[0]!r}")
+        try:
+            if "sim" in d:
+                d["sim"] = SimParams(**d["sim"])
+            if "synth" in d:
+                s = dict(d["synth"])
+                if "limit_rate" in s:
+                    s["limit_rate"] = tuple(s["limit_rate"])
+                d["synth"] = SynthParams(**s)
+            return cls(**d)
+        except TypeError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_toml(cls, path: Path | str) -> "TrainConfig":
+        path = Path(path)
+        try:
+            with open(path, "rb") as f:
+                d = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        return cls.from_dict(d, source=str(path))
+
+    def with_overrides(self, **overrides) -> "TrainConfig":
+        """Command-line options (None = not given) override the file's values."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return dataclasses.replace(self, **given)
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML (written into every run directory)."""
+        lines = []
+        flat = {k: v for k, v in self.to_dict().items() if not isinstance(v, dict)}
+        for k, v in flat.items():
+            if v is not None:
+                lines.append(f"{k} = {_toml_value(v)}")
+        for section in ("sim", "synth"):
+            lines.append(f"\n[{section}]")
+            for k, v in self.to_dict()[section].items():
+                lines.append(f"{k} = {_toml_value(v)}")
+        return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (tuple, list)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
