@@ -5,7 +5,7 @@
 The cut keeps rows 1..N of both files byte for byte; the end time in the new
 file names is the last kept event's time in ms (rounded up), as LOBSTER names
 files by their time span. Members carry the source members' timestamps, so the
-same source and N give the same zip, byte for byte.
+same source and N give the same zip, byte for byte (with the same zlib).
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ def cut(source: Path, out_dir: Path, rows: int = SAMPLE_ROWS, name: str = SAMPLE
     end_ms = math.ceil(last_time * _MS)
     base = f"{n.ticker}_{n.date}_{n.start_ms}_{end_ms}"
     out = Path(out_dir) / name
+    out.parent.mkdir(parents=True, exist_ok=True)
     stamps = _member_times(pair)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:

@@ -56,7 +56,8 @@ class MarketData:
 
     def __post_init__(self):
         for name, dtype in FIELD_DTYPES.items():
-            arr = np.ascontiguousarray(getattr(self, name), dtype=dtype)
+            # A read-only view: the caller's own array (if one was passed in) stays writable.
+            arr = np.ascontiguousarray(getattr(self, name), dtype=dtype).view()
             arr.flags.writeable = False
             setattr(self, name, arr)
         self.levels = int(self.levels)
