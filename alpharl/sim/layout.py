@@ -1,0 +1,226 @@
+"""The one definition of the simulator's device layouts.
+
+Everything a kernel indexes by a number is named here: the rows of the packed
+state arrays, the parameter arrays, the observation vector, the per-step
+outputs and the fill records. Kernels import these module-level ints (numba
+freezes them as compile-time constants).
+
+Prices on the device are int32 **ticks** (LOBSTER price units // tick). The
+LOBSTER padding of empty levels does not fit int32; it maps to the named
+sentinels ``ASK_EMPTY`` / ``BID_EMPTY`` (empty levels have size 0). A mid
+price is kept doubled, ``mid2 = ask1 + bid1`` in ticks, so it stays an integer.
+
+State is structure-of-arrays: ``state_i int32[N_STATE_I, B]`` and
+``state_f float64[N_STATE_F, B]``; row ``k`` is the field ``k`` for every
+backtest (a contiguous [B] array, coalesced when thread b reads element b).
+Money is float64 (cents over millions of shares must stay exact enough for
+conservation checks); the trainer-facing outputs are float32.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
+from alpharl.sim.params import FEE_MODES, QUEUE_MODELS, SimParams, SynthParams
+
+# ------------------------------------------------------------------ prices
+#: int32 sentinels of an empty ask / bid level (LOBSTER pads with +-9999999999).
+ASK_EMPTY = 1 << 30
+BID_EMPTY = -(1 << 30)
+#: Order side / direction: +1 buy, -1 sell (LOBSTER's direction convention).
+SIDE_BUY = 1
+SIDE_SELL = -1
+
+# ---------------------------------------------------------------- events
+#: Columns of the int32 event table events[n, N_EV_COLS] (LOBSTER message fields we use).
+EV_TYPE, EV_DIR, EV_SIZE, EV_PRICE = range(4)
+N_EV_COLS = 4
+#: Event kinds the queue model reads (LOBSTER codes).
+TRADE_TYPES = (EV_EXEC, EV_HIDDEN_EXEC)
+CANCEL_TYPES = (EV_CANCEL, EV_DELETE)
+
+# --------------------------------------------------------- order status
+#: An order's ``live_at`` once it is live (>= 0: the cursor at which it goes live).
+LIVE = -1
+
+# ------------------------------------------------------------- state_i rows
+(S_CURSOR,        # row of the current book snapshot (replay) / events generated so far (synthetic)
+ S_STEP_IN_EP,    # env steps taken in this episode
+ S_STEP,          # env steps taken since reset() (for the fills log; never reset by an episode end)
+ S_EPISODE,       # episodes ended since reset()
+ S_INVENTORY,     # signed shares held
+ S_WAS_OPEN,      # 1 once the position was non-flat in this episode
+ S_TRADE_STEPS,   # env steps ended with an open position in this episode
+ S_NEXT_OID,      # id of the next order of this backtest (never reset)
+ S_REFUSED,       # actions refused (position limit, empty book side, conflicting flatten) since reset()
+ S_BOUGHT,        # shares bought in this episode
+ S_SOLD,          # shares sold in this episode
+ S_FILL_HEAD,     # fill records written since reset() (ring position = head % capacity)
+ S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_LIVE_AT, S_BUY_OID,
+ S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_LIVE_AT, S_SELL_OID,
+ S_MKT_QTY,       # signed shares of the pending market order (latency > 0)
+ S_MKT_FLAT,      # 1: the pending market order is a flatten (its size is read when it goes live)
+ S_MKT_LIVE_AT,
+ S_MKT_OID,
+ S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
+ ) = range(29)
+#: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
+O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
+#: Lags (env steps) of the recent mid returns in the observation.
+RETURN_LAGS = (1, 2, 4, 8)
+N_RET = len(RETURN_LAGS)
+N_MID_HIST = RETURN_LAGS[-1] + 1
+RET_LAG_0, RET_LAG_1, RET_LAG_2, RET_LAG_3 = RETURN_LAGS
+N_STATE_I = S_MID_HIST + N_MID_HIST
+
+STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_open", "trade_steps",
+                 "next_oid", "refused", "bought", "sold", "fill_head",
+                 "buy_px", "buy_qty", "buy_qa", "buy_qa0", "buy_live_at", "buy_oid",
+                 "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
+                 "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+assert len(STATE_I_NAMES) == N_STATE_I
+
+# ------------------------------------------------------------- state_f rows
+(F_CASH,          # $ (starts at 0 each episode)
+ F_AVG_PX,        # average entry price of the open position, $ (0 when flat)
+ F_REALISED,      # realised PnL net of every fee paid in the episode, $
+ F_FEES,          # fees paid in the episode, $ (negative = rebates earned)
+ F_EQUITY,        # mark-to-market equity at the last step end: cash + inventory x mid, $
+ ) = range(5)
+N_STATE_F = 5
+STATE_F_NAMES = ("cash", "avg_px", "realised", "fees", "equity")
+
+# --------------------------------------------------------- per-step outputs
+#: Rows of out float32[N_OUT, B]; each row is a contiguous [B] array for the trainer.
+(OUT_REWARD,      # equity change over the step, after fees, $
+ OUT_DONE,        # 1.0 when the episode ended this step (closed or truncated), else 0.0
+ OUT_TRUNCATED,   # 1.0 when it ended because the window ran out
+ OUT_TRADE_DONE,  # 1.0 when a trade (an episode with a position) ended this step
+ OUT_TRADE_PNL,   # that trade's PnL (= the episode's summed rewards), $; 0 otherwise
+ OUT_LABEL_UP,    # 1.0 when the mid rose over this step (label of the obs the action saw)
+ OUT_LABEL_RET,   # the mid's relative change over this step
+ ) = range(7)
+N_OUT = 7
+OUT_NAMES = ("reward", "done", "truncated", "trade_done", "trade_pnl", "label_up", "label_ret")
+
+# ------------------------------------------------------------- fill records
+#: Fields of fills_i int32[B, capacity, N_FILL_I]; the fee is fills_f float64[B, capacity].
+(FL_STEP,         # the backtest's step counter when it filled
+ FL_ROW,          # cursor (event row) of the book snapshot it filled against
+ FL_OID,          # our order id
+ FL_SIDE,         # +1 buy, -1 sell
+ FL_PRICE,        # ticks
+ FL_QTY,          # shares
+ FL_MAKER,        # 1 maker (resting order), 0 taker
+ FL_QA0,          # queue ahead when the order went live (takers: 0)
+ ) = range(8)
+N_FILL_I = 8
+
+# ------------------------------------------------------------ observation
+#: Per book level, 4 values: ask offset from mid (ticks, > 0), log1p(ask size),
+#: bid offset below mid (ticks, > 0), log1p(bid size); an empty level is 0, 0.
+OBS_LEVEL_ASK_OFF, OBS_LEVEL_ASK_LOGSZ, OBS_LEVEL_BID_OFF, OBS_LEVEL_BID_LOGSZ = range(4)
+OBS_PER_LEVEL = 4
+#: Fields after the book block, as offsets from 4*L.
+(OBX_SPREAD,        # best ask - best bid, ticks
+ OBX_IMB1,          # (bid size 1 - ask size 1) / (sum), in [-1, 1]
+ OBX_IMB_DEPTH,     # the same over all visible levels
+ OBX_RET,           # N_RET rows: mid change over RETURN_LAGS steps, ticks
+ ) = (0, 1, 2, 3)
+OBX_POSITION = OBX_RET + N_RET          # inventory / max_position
+OBX_UPNL = OBX_POSITION + 1             # unrealised PnL / (lot_size x tick $): ticks per lot
+OBX_BUY_FLAG = OBX_UPNL + 1             # 1 live, 0.5 pending (latency), 0 none
+OBX_BUY_QUEUE = OBX_BUY_FLAG + 1        # log1p(queue ahead), 0 if no live order
+OBX_BUY_OFF = OBX_BUY_QUEUE + 1         # (mid - price) ticks, 0 if none
+OBX_SELL_FLAG = OBX_BUY_OFF + 1
+OBX_SELL_QUEUE = OBX_SELL_FLAG + 1
+OBX_SELL_OFF = OBX_SELL_QUEUE + 1       # (price - mid) ticks, 0 if none
+OBX_TIME_IN_TRADE = OBX_SELL_OFF + 1    # trade_steps / episode_steps
+OBX_TIME_LEFT = OBX_TIME_IN_TRADE + 1   # (episode_steps - step_in_ep) / episode_steps
+N_OBS_EXTRA = OBX_TIME_LEFT + 1
+
+
+def obs_dim(levels: int) -> int:
+    """Length of the observation vector for an L-level book."""
+    return OBS_PER_LEVEL * levels + N_OBS_EXTRA
+
+
+def obs_names(levels: int) -> list[str]:
+    """Name of every observation element, in order."""
+    names = []
+    for lv in range(1, levels + 1):
+        names += [f"ask{lv}_off", f"ask{lv}_logsz", f"bid{lv}_off", f"bid{lv}_logsz"]
+    names += ["spread", "imbalance1", "imbalance_depth"] + [f"ret_{k}" for k in RETURN_LAGS]
+    names += ["position", "upnl", "buy_flag", "buy_queue", "buy_off", "sell_flag", "sell_queue", "sell_off",
+              "time_in_trade", "time_left"]
+    assert len(names) == obs_dim(levels)
+    return names
+
+
+# ---------------------------------------------------------- packed params
+#: int32 parameter array ip[N_IP].
+(IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
+ IP_QUEUE_MODEL, IP_PARTIAL, IP_FORCE_FLATTEN, IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC) = range(13)
+N_IP = 13
+#: float64 parameter array fp[N_FP].
+FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE = range(3)
+N_FP = 3
+#: Codes of the choices (index in params.FEE_MODES / QUEUE_MODELS).
+FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
+QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC = range(len(QUEUE_MODELS))
+
+
+def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(ip int32[N_IP], fp float64[N_FP]) of one simulator configuration."""
+    ip = np.zeros(N_IP, np.int32)
+    ip[IP_LEVELS] = levels
+    ip[IP_EVENTS_PER_STEP] = p.events_per_step
+    ip[IP_EPISODE_STEPS] = p.episode_steps
+    ip[IP_LOT] = p.lot_size
+    ip[IP_MAX_POS] = p.max_position
+    ip[IP_LATENCY] = p.latency_events
+    ip[IP_FEE_MODE] = FEE_MODES.index(p.fee_mode)
+    ip[IP_QUEUE_MODEL] = QUEUE_MODELS.index(p.queue_model)
+    ip[IP_PARTIAL] = int(p.partial_fills)
+    ip[IP_FORCE_FLATTEN] = int(p.force_flatten)
+    ip[IP_FILL_CAP] = p.fills_log_capacity
+    ip[IP_N_ROWS] = n_rows
+    ip[IP_SYNTHETIC] = int(synthetic)
+    fp = np.zeros(N_FP, np.float64)
+    fp[FP_TICK_DOLLARS] = tick / 10_000.0
+    fp[FP_MAKER_FEE] = p.maker_fee
+    fp[FP_TAKER_FEE] = p.taker_fee
+    return ip, fp
+
+
+# ------------------------------------------------------- synthetic market
+#: Rows of the synthetic book state syn_i int32[N_SYN_I(L), B].
+SY_ASK0, SY_BID0, SY_SIZES = 0, 1, 2   # best ask / bid ticks; then L ask sizes, then L bid sizes
+
+
+def n_syn_rows(levels: int) -> int:
+    return SY_SIZES + 2 * levels
+
+
+#: int32 synthetic parameter array sp[N_SP_FIXED + L].
+(SP_LEVELS, SP_SIZE_UNIT, SP_MAX_UNITS, SP_START_UNITS, SP_INSIDE_RATE, SP_CANCEL_RATE, SP_MARKET_RATE,
+ SP_START_PRICE, SP_START_SPREAD, SP_LIMIT_RATE) = range(10)
+N_SP_FIXED = SP_LIMIT_RATE
+
+
+def pack_synth(s: SynthParams) -> np.ndarray:
+    sp = np.zeros(N_SP_FIXED + s.levels, np.int32)
+    sp[SP_LEVELS] = s.levels
+    sp[SP_SIZE_UNIT] = s.size_unit
+    sp[SP_MAX_UNITS] = s.max_size_units
+    sp[SP_START_UNITS] = s.start_size_units
+    sp[SP_INSIDE_RATE] = s.inside_rate
+    sp[SP_CANCEL_RATE] = s.cancel_rate
+    sp[SP_MARKET_RATE] = s.market_rate
+    sp[SP_START_PRICE] = s.start_price_ticks
+    sp[SP_START_SPREAD] = s.start_spread_ticks
+    sp[SP_LIMIT_RATE:] = s.level_rates()
+    return sp
+
+
+BOOK_COLS = BOOK_COLS_PER_LEVEL

@@ -1,0 +1,152 @@
+"""``LobSim``: B backtests of the limit-order-book simulator on the GPU.
+
+Device buffers and the launch order of the simulator kernels
+(alpharl.cuda_kernels.lobsim); the semantics of a step are documented in
+alpharl.reference.lobsim (``ReferenceLobSim``, the same interface on host
+arrays, is the ``numpy`` backend's simulator).
+
+    sim = LobSim(market, SimParams(), n_backtests=B, seed=0)
+    sim.reset()                      # host -> device seeding; not capturable
+    sim.step(actions_d)              # int32[B] device array; launches only
+    sim.obs, sim.reward, sim.done    # device arrays: [B, obs_dim], [B], [B]
+
+``step`` only launches kernels on ``stream`` (no host sync, no copy), so it can
+be captured in a CUDA graph. Launch order per step: ``lobsim_synth_flow``
+(synthetic market only), then ``lobsim_step``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl.prng import seed_states
+from alpharl.sim import layout as L
+from alpharl.sim.market import SyntheticMarket, replay_stream
+from alpharl.sim.params import SimParams
+from alpharl.sim.streams import STREAM_SIM, STREAM_SYNTH
+
+
+class LobSim:
+    """B backtests on one device; ``market`` is a MarketData (replay) or a SyntheticMarket."""
+
+    def __init__(self, market, params: SimParams, n_backtests: int, seed: int, stream=None):
+        from numba import cuda
+
+        from alpharl.cuda_kernels.lobsim import step as k_step
+        from alpharl.cuda_kernels.lobsim import synthetic as k_syn
+
+        self._k_step, self._k_syn = k_step, k_syn
+        self.params = params
+        self.B = int(n_backtests)
+        self.E = params.events_per_step
+        self.seed = int(seed)
+        self.stream = stream if stream is not None else cuda.default_stream()
+        self.synthetic = isinstance(market, SyntheticMarket)
+        st = self.stream
+        if self.synthetic:
+            self.levels, self.tick = market.levels, market.tick
+            rows = self.B * (self.E + 1)
+            self.events = cuda.to_device(np.zeros((rows, L.N_EV_COLS), np.int32), stream=st)
+            self.book = cuda.to_device(np.zeros((rows, L.BOOK_COLS * self.levels), np.int32), stream=st)
+            self.sp = cuda.to_device(L.pack_synth(market.params), stream=st)
+            self.syn_i = cuda.device_array((L.n_syn_rows(self.levels), self.B), np.int32, stream=st)
+            self.syn_rng = cuda.device_array(self.B, np.uint32, stream=st)
+            n_rows = 0
+        else:
+            rs = replay_stream(market)
+            self.levels, self.tick = rs.levels, rs.tick
+            n_rows = rs.n_rows
+            if n_rows - params.window_events < 1:
+                raise ValueError(f"episode window of {params.window_events} events does not fit "
+                                 f"in the {n_rows} events of the data")
+            # One read-only copy of the stream, shared by every backtest.
+            self.events = cuda.to_device(rs.events, stream=st)
+            self.book = cuda.to_device(rs.book, stream=st)
+        ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
+        self.ip = cuda.to_device(ip, stream=st)
+        self.fp = cuda.to_device(fp, stream=st)
+        self.obs_dim = L.obs_dim(self.levels)
+        cap = max(params.fills_log_capacity, 1)
+        self.state_i = cuda.device_array((L.N_STATE_I, self.B), np.int32, stream=st)
+        self.state_f = cuda.device_array((L.N_STATE_F, self.B), np.float64, stream=st)
+        self.rng = cuda.device_array(self.B, np.uint32, stream=st)
+        self.obs_d = cuda.device_array((self.B, self.obs_dim), np.float32, stream=st)
+        self.out = cuda.device_array((L.N_OUT, self.B), np.float32, stream=st)
+        self.fills_i = cuda.to_device(np.zeros((self.B, cap, L.N_FILL_I), np.int32), stream=st)
+        self.fills_f = cuda.to_device(np.zeros((self.B, cap), np.float64), stream=st)
+        self._grid = k_step.sim_grid(self.B)
+        self._block = k_step.SIM_BLOCK
+
+    # ------------------------------------------------------------ lifecycle
+    def reset(self) -> None:
+        """Every backtest starts afresh from the seed (copies the seeded PRNG states: not capturable)."""
+        st = self.stream
+        self.rng.copy_to_device(seed_states(self.seed, self.B, STREAM_SIM), stream=st)
+        if self.synthetic:
+            self.syn_rng.copy_to_device(seed_states(self.seed, self.B, STREAM_SYNTH), stream=st)
+            self._k_syn.lobsim_synth_reset[self._grid, self._block, st](
+                self.sp, self.syn_i, self.events, self.book, np.int32(self.E))
+        self._k_step.lobsim_reset[self._grid, self._block, st](
+            self.events, self.book, self.ip, self.fp, self.state_i, self.state_f, self.rng, self.obs_d, self.out)
+
+    def step(self, actions) -> None:
+        """One env step; ``actions`` int32[B] device array. Launches only (graph-capturable)."""
+        st = self.stream
+        if self.synthetic:
+            self._k_syn.lobsim_synth_flow[self._grid, self._block, st](
+                self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
+        self._k_step.lobsim_step[self._grid, self._block, st](
+            actions, self.events, self.book, self.ip, self.fp, self.state_i, self.state_f, self.rng,
+            self.obs_d, self.out, self.fills_i, self.fills_f)
+
+    # ------------------------------------------------------------ outputs
+    @property
+    def obs(self):
+        """float32[B, obs_dim] device array: the observation for the next action."""
+        return self.obs_d
+
+    def output(self, k: int):
+        """Row k (alpharl.sim.layout OUT_*) of the per-step outputs: a float32[B] device array."""
+        return self.out[k]
+
+    reward = property(lambda self: self.out[L.OUT_REWARD], doc="float32[B]: equity change over the step, $")
+    done = property(lambda self: self.out[L.OUT_DONE], doc="float32[B]: 1.0 where the episode ended")
+    truncated = property(lambda self: self.out[L.OUT_TRUNCATED], doc="float32[B]: 1.0 where the window ran out")
+    trade_done = property(lambda self: self.out[L.OUT_TRADE_DONE], doc="float32[B]: 1.0 where a trade ended")
+    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL], doc="float32[B]: PnL of the trade that ended, $")
+    label_up = property(lambda self: self.out[L.OUT_LABEL_UP], doc="float32[B]: 1.0 where the mid rose this step")
+    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET], doc="float32[B]: relative mid change this step")
+
+    # ------------------------------------------------------------ host copies
+    def state_dict(self) -> dict:
+        """Host copies of every state array (checkpoints); keys as ReferenceLobSim.state_dict."""
+        self.stream.synchronize()
+        d = {"state_i": self.state_i.copy_to_host(), "state_f": self.state_f.copy_to_host(),
+             "rng": self.rng.copy_to_host(), "obs": self.obs_d.copy_to_host(), "out": self.out.copy_to_host(),
+             "fills_i": self.fills_i.copy_to_host(), "fills_f": self.fills_f.copy_to_host()}
+        if self.synthetic:
+            d.update({"syn_i": self.syn_i.copy_to_host(), "syn_rng": self.syn_rng.copy_to_host(),
+                      "syn_events": self.events.copy_to_host(), "syn_book": self.book.copy_to_host()})
+        return d
+
+    def load_state_dict(self, d: dict) -> None:
+        st = self.stream
+        pairs = [("state_i", self.state_i), ("state_f", self.state_f), ("rng", self.rng), ("obs", self.obs_d),
+                 ("out", self.out), ("fills_i", self.fills_i), ("fills_f", self.fills_f)]
+        if self.synthetic:
+            pairs += [("syn_i", self.syn_i), ("syn_rng", self.syn_rng), ("syn_events", self.events),
+                      ("syn_book", self.book)]
+        for key, dev in pairs:
+            dev.copy_to_device(np.ascontiguousarray(d[key], dtype=dev.dtype), stream=st)
+        st.synchronize()
+
+    def field(self, name: str) -> np.ndarray:
+        """Host copy of one state field by name (layout.STATE_I_NAMES / STATE_F_NAMES), [B]."""
+        if name in L.STATE_I_NAMES:
+            return self.state_i[L.STATE_I_NAMES.index(name)].copy_to_host()
+        return self.state_f[L.STATE_F_NAMES.index(name)].copy_to_host()
+
+    def fills_snapshot(self):
+        """(fills_i, fills_f, fill_head) host copies, for the fills log (outside the hot path)."""
+        self.stream.synchronize()
+        return (self.fills_i.copy_to_host(), self.fills_f.copy_to_host(),
+                self.state_i[L.S_FILL_HEAD].copy_to_host())

@@ -1,0 +1,82 @@
+"""The two market sources behind one simulator interface.
+
+- :func:`replay_stream` turns a :class:`alpharl.lobster.MarketData` into the
+  simulator's read-only tables: ``events int32[n, N_EV_COLS]`` and
+  ``book int32[n, 4L]`` with prices in ticks and the padding mapped to
+  ``ASK_EMPTY`` / ``BID_EMPTY``. Row i of ``book`` is the book after event i.
+- :class:`SyntheticMarket` describes the Poisson order-flow generator; the
+  simulator then generates each step's events per backtest into tables of
+  the same layout (one block of ``events_per_step + 1`` rows per backtest).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, BID_PAD_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL,
+                                    EV_HIDDEN_EXEC)
+from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS
+from alpharl.sim.params import SynthParams
+
+#: Event code given to executions at a price between two ticks (hidden
+#: midpoint-pegged orders): they never meet the displayed queues, so the
+#: simulator treats them as no event for our orders.
+EV_OFF_TICK = 0
+
+
+@dataclass(frozen=True)
+class ReplayStream:
+    """The historical stream in the simulator's layout (host arrays, read-only)."""
+
+    events: np.ndarray   # int32[n, N_EV_COLS]: type, direction, size, price (ticks)
+    book: np.ndarray     # int32[n, 4L]: LOBSTER column order, prices in ticks, sentinels mapped
+    levels: int
+    tick: int            # price units (1e-4 $) per tick
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.book.shape[0])
+
+
+def replay_stream(market) -> ReplayStream:
+    """Convert a MarketData (prices in 1e-4 $, int64) to int32 ticks."""
+    tick = int(market.tick)
+    levels = int(market.levels)
+    n = int(market.n_events)
+    book64 = np.asarray(market.book, dtype=np.int64)
+    book = (book64 // tick).astype(np.int32)   # sizes are divided below, then restored
+    book[:, 1::2] = book64[:, 1::2].astype(np.int32)
+    for lv in range(levels):
+        a = lv * BOOK_COLS_PER_LEVEL + ASK_PRICE
+        b = lv * BOOK_COLS_PER_LEVEL + BID_PRICE
+        book[book64[:, a] == ASK_PAD_PRICE, a] = ASK_EMPTY
+        book[book64[:, b] == BID_PAD_PRICE, b] = BID_EMPTY
+    price = np.asarray(market.price, dtype=np.int64)
+    events = np.zeros((n, N_EV_COLS), np.int32)
+    etype = np.asarray(market.event_type, dtype=np.int32).copy()
+    etype[(etype == EV_HIDDEN_EXEC) & (price % tick != 0)] = EV_OFF_TICK
+    events[:, EV_TYPE] = etype
+    events[:, EV_DIR] = np.asarray(market.direction, dtype=np.int32)
+    events[:, EV_SIZE] = np.asarray(market.size, dtype=np.int32)
+    events[:, EV_PRICE] = (price // tick).astype(np.int32)
+    for arr in (events, book):
+        arr.flags.writeable = False
+    return ReplayStream(events=events, book=np.ascontiguousarray(book), levels=levels, tick=tick)
+
+
+@dataclass(frozen=True)
+class SyntheticMarket:
+    """A synthetic market source: pass it to ``LobSim`` / ``ReferenceLobSim``
+    in place of a MarketData. Each backtest owns a generated L-level book and
+    a PRNG lane of its own (stream ``STREAM_SYNTH`` of the run seed)."""
+
+    params: SynthParams = SynthParams()
+
+    @property
+    def levels(self) -> int:
+        return self.params.levels
+
+    @property
+    def tick(self) -> int:
+        return self.params.tick

@@ -1,0 +1,124 @@
+"""Typed configuration of the simulator: ``SimParams`` (the backtests) and
+``SynthParams`` (the synthetic order-flow market). Both are frozen; the device
+kernels receive them packed into small int32 / float64 arrays by
+:mod:`alpharl.sim.layout`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+QUEUE_MODELS = ("risk_averse", "probabilistic")
+FEE_MODES = ("per_share", "per_value")
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Fixed parameters of every backtest (gymnax's ``EnvParams``)."""
+
+    events_per_step: int = 16
+    """Market events replayed per env step (per backtest, from its own cursor)."""
+    episode_steps: int = 512
+    """Episode window in env steps; the episode is truncated (and flattened) when it ends."""
+    lot_size: int = 100
+    """Shares per order: every order action trades one lot."""
+    max_position: int = 500
+    """Largest allowed |inventory| in shares. An order whose worst case (inventory plus
+    every resting and pending order on that side plus this lot) would exceed it is
+    refused (no order is placed, the refusal counter grows); nothing is clipped."""
+    latency_events: int = 0
+    """Order entry latency in market events: an order placed at cursor c goes live
+    when the replay reaches event c + latency (0: it acts on the snapshot seen)."""
+    maker_fee: float = -0.0020
+    """Fee of a resting (maker) fill, $/share or fraction of value (fee_mode); negative = rebate."""
+    taker_fee: float = 0.0030
+    """Fee of a market (taker) fill, $/share or fraction of value (fee_mode)."""
+    fee_mode: str = "per_share"
+    """"per_share": fee = rate x shares; "per_value": fee = rate x shares x price in $."""
+    queue_model: str = "probabilistic"
+    """"risk_averse": the queue ahead of a resting order shrinks only by trades at its
+    price (and when the visible level itself shrinks below it). "probabilistic": in
+    addition, a cancellation of size c at its price, where S shares were visible,
+    was ahead of us with probability queue_ahead / S (one Bernoulli draw from the
+    backtest's PRNG) and then removes c from the queue ahead."""
+    partial_fills: bool = True
+    """Resting orders may fill partially; False: all-or-nothing (a fill only when the
+    whole remaining quantity can be filled at once)."""
+    force_flatten: bool = True
+    """At the end of an episode window, close the position at market (taker) before
+    the episode is marked truncated. False: the open position is marked to mid and
+    dropped by the reset."""
+    fills_log_capacity: int = 0
+    """Fill records kept per backtest in the device ring (0: no fills log). The host
+    must drain at least this often (in fills) or the oldest records are overwritten."""
+
+    def __post_init__(self):
+        checks = {
+            "events_per_step": self.events_per_step >= 1,
+            "episode_steps": self.episode_steps >= 1,
+            "lot_size": self.lot_size >= 1,
+            "max_position": self.max_position >= self.lot_size,
+            "latency_events": self.latency_events >= 0,
+            "fee_mode": self.fee_mode in FEE_MODES,
+            "queue_model": self.queue_model in QUEUE_MODELS,
+            "fills_log_capacity": self.fills_log_capacity >= 0,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"SimParams: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)}")
+
+    @property
+    def window_events(self) -> int:
+        """Market events one whole episode window spans."""
+        return self.events_per_step * self.episode_steps
+
+
+@dataclass(frozen=True)
+class SynthParams:
+    """The synthetic market: a zero-intelligence Poisson order-flow model per
+    backtest (Cont, Stoikov & Talreja 2010 style), on an L-level book whose levels
+    sit one tick apart from each side's best price.
+
+    Kinds of event and their rates (per side): limit-order arrival at level i
+    (``limit_rate[i]``), a limit order improving the best price by one tick when
+    the spread is wider than one tick (``inside_rate``), cancellation at level i
+    (``cancel_rate`` x the level's size in ``size_unit`` lots, so bigger queues
+    thin faster) and a market order (``market_rate``) against level 1. The
+    simulator is clocked by events, not time, so only the embedded jump chain is
+    drawn: each event's kind has probability rate / total rate. Rates are
+    integers so the draw is exact integer arithmetic on GPU and host alike.
+    """
+
+    levels: int = 5
+    """L, the levels per side of the generated book."""
+    tick: int = 100
+    """Tick size in price units (1e-4 $)."""
+    start_price_ticks: int = 10_000
+    """Initial best bid in ticks (the best ask starts one spread above)."""
+    start_spread_ticks: int = 2
+    """Initial spread in ticks."""
+    size_unit: int = 100
+    """Order sizes are multiples of this many shares."""
+    max_size_units: int = 5
+    """Order sizes are uniform in 1..max_size_units units."""
+    start_size_units: int = 5
+    """Initial size of every level, and of a level exposed at the back when the book shifts, in units."""
+    limit_rate: tuple = (12, 8, 6, 4, 3)
+    """Arrival rate of limit orders at level i (one entry per level; the last repeats)."""
+    inside_rate: int = 6
+    """Arrival rate of a limit order one tick inside the spread (when the spread > 1 tick)."""
+    cancel_rate: int = 2
+    """Cancellation rate per unit of size at a level."""
+    market_rate: int = 8
+    """Arrival rate of market orders against the best level."""
+
+    def __post_init__(self):
+        if self.levels < 1 or self.tick < 1 or self.start_spread_ticks < 1 or self.size_unit < 1:
+            raise ValueError("SynthParams: levels, tick, start_spread_ticks and size_unit must be >= 1")
+        if self.max_size_units < 1 or self.start_size_units < 1 or not self.limit_rate:
+            raise ValueError("SynthParams: size units must be >= 1 and limit_rate non-empty")
+        if min(self.limit_rate) < 0 or min(self.inside_rate, self.cancel_rate, self.market_rate) < 0:
+            raise ValueError("SynthParams: rates must be >= 0")
+
+    def level_rates(self) -> tuple:
+        """limit_rate padded (by repeating its last entry) or cut to ``levels`` entries."""
+        r = tuple(int(x) for x in self.limit_rate)
+        return (r + (r[-1],) * self.levels)[: self.levels]

@@ -1,0 +1,1 @@
+"""LOB simulator kernels: replay step, matching, queue fills, observation, reset, synthetic flow."""

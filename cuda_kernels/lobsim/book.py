@@ -1,0 +1,80 @@
+"""Book reads shared by the simulator kernels: mid price, visible size at a
+price, the queue-ahead cap, the best opposite price.
+
+``book`` is int32[rows, 4L] in LOBSTER column order with prices in ticks and
+empty levels at ``ASK_EMPTY`` / ``BID_EMPTY`` (alpharl.sim.layout)."""
+from __future__ import annotations
+
+from numba import cuda
+
+from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
+from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, SIDE_BUY
+
+#: level_cap's answer when the price lies beyond a full visible depth (no cap).
+CAP_UNKNOWN = 2147483647
+
+
+@cuda.jit(device=True)
+def mid2(book, row):
+    """Doubled mid price in ticks (ask1 + bid1); with one side empty, twice the other's best; 0 if both are."""
+    a = book[row, ASK_PRICE]
+    b = book[row, BID_PRICE]
+    if a != ASK_EMPTY and b != BID_EMPTY:
+        return a + b
+    if a != ASK_EMPTY:
+        return 2 * a
+    if b != BID_EMPTY:
+        return 2 * b
+    return 0
+
+
+@cuda.jit(device=True)
+def side_cols(side):
+    """(price col, size col, empty sentinel) of the book side where orders of ``side`` rest."""
+    if side == SIDE_BUY:
+        return BID_PRICE, BID_SIZE, BID_EMPTY
+    return ASK_PRICE, ASK_SIZE, ASK_EMPTY
+
+
+@cuda.jit(device=True)
+def level_size(book, row, side, px, levels):
+    """Visible size at price px on the resting side of ``side`` orders; 0 when px is not listed."""
+    pc, zc, _ = side_cols(side)
+    for lv in range(levels):
+        if book[row, lv * BOOK_COLS_PER_LEVEL + pc] == px:
+            return book[row, lv * BOOK_COLS_PER_LEVEL + zc]
+    return 0
+
+
+@cuda.jit(device=True)
+def level_cap(book, row, side, px, levels):
+    """Upper bound of a queue ahead at px: the visible size there; 0 when px lies within the
+    visible range (or the side shows fewer than L levels) but is not listed, i.e. the level is
+    empty; CAP_UNKNOWN when px lies beyond a full visible depth."""
+    pc, zc, empty = side_cols(side)
+    for lv in range(levels):
+        if book[row, lv * BOOK_COLS_PER_LEVEL + pc] == px:
+            return book[row, lv * BOOK_COLS_PER_LEVEL + zc]
+    deepest = book[row, (levels - 1) * BOOK_COLS_PER_LEVEL + pc]
+    if deepest != empty:
+        if (side == SIDE_BUY and px < deepest) or (side != SIDE_BUY and px > deepest):
+            return CAP_UNKNOWN
+    return 0
+
+
+@cuda.jit(device=True)
+def best_opposite(book, row, side):
+    """(best price a ``side`` order trades against, whether that side is non-empty)."""
+    if side == SIDE_BUY:
+        p = book[row, ASK_PRICE]
+        return p, p != ASK_EMPTY
+    p = book[row, BID_PRICE]
+    return p, p != BID_EMPTY
+
+
+@cuda.jit(device=True)
+def crosses(side, opp, px):
+    """True when an opposite best price ``opp`` reaches a ``side`` limit price px."""
+    if side == SIDE_BUY:
+        return opp <= px
+    return opp >= px

@@ -1,0 +1,99 @@
+"""The observation vector of SPEC §3.5, written by one thread per backtest.
+Layout (named offsets) in alpharl.sim.layout; NumPy twin in alpharl.reference.lobsim."""
+from __future__ import annotations
+
+import math
+
+from numba import cuda, float32, float64
+
+from alpharl.cuda_kernels.lobsim.book import mid2
+from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
+from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, FP_TICK_DOLLARS, IP_EPISODE_STEPS, IP_LEVELS, IP_LOT,
+                                IP_MAX_POS, LIVE, O_LIVE_AT, O_PX, O_QA, O_QTY, OBS_LEVEL_ASK_LOGSZ,
+                                OBS_LEVEL_ASK_OFF, OBS_LEVEL_BID_LOGSZ, OBS_LEVEL_BID_OFF, OBS_PER_LEVEL, OBX_BUY_FLAG,
+                                OBX_IMB1, OBX_IMB_DEPTH, OBX_POSITION, OBX_RET, OBX_SELL_FLAG, OBX_SPREAD,
+                                OBX_TIME_IN_TRADE, OBX_TIME_LEFT, OBX_UPNL, RET_LAG_0, RET_LAG_1, RET_LAG_2,
+                                RET_LAG_3, S_BUY_PX, S_INVENTORY, S_MID_HIST, S_SELL_PX, S_STEP_IN_EP, S_TRADE_STEPS)
+
+#: Flag value of an order still waiting out its entry latency (1 = live).
+PENDING_FLAG = 0.5
+#: Offsets of an order's queue and price-offset features from its flag.
+FLAG_TO_QUEUE = 1
+FLAG_TO_OFF = 2
+
+
+@cuda.jit(device=True)
+def ratio(num, den):
+    """num / den in float32; 0 when den is 0."""
+    if den == 0:
+        return float32(0.0)
+    return float32(num) / float32(den)
+
+
+@cuda.jit(device=True)
+def order_features(si, b, base, sgn, m, obs, k):
+    """flag, log1p(queue ahead), signed price offset from mid (ticks) of one resting order."""
+    half = float32(0.5)
+    qty = si[base + O_QTY, b]
+    live = qty > 0 and si[base + O_LIVE_AT, b] == LIVE
+    obs[b, k] = float32(1.0) if live else (float32(PENDING_FLAG) if qty > 0 else float32(0.0))
+    obs[b, k + FLAG_TO_QUEUE] = math.log1p(float32(si[base + O_QA, b])) if live else float32(0.0)
+    obs[b, k + FLAG_TO_OFF] = float32(sgn * (2 * si[base + O_PX, b] - m)) * half if qty > 0 else float32(0.0)
+
+
+@cuda.jit(device=True)
+def write_obs(si, sf, b, book, row, ip, fp, obs):
+    """obs[b, :] from the snapshot ``row`` and backtest b's state."""
+    half = float32(0.5)
+    zero = float32(0.0)
+    m = mid2(book, row)
+    nl = ip[IP_LEVELS]
+    depth_a = 0
+    depth_b = 0
+    for lv in range(nl):
+        c = lv * BOOK_COLS_PER_LEVEL
+        k = lv * OBS_PER_LEVEL
+        a = book[row, c + ASK_PRICE]
+        az = book[row, c + ASK_SIZE]
+        bd = book[row, c + BID_PRICE]
+        bz = book[row, c + BID_SIZE]
+        if a != ASK_EMPTY:
+            obs[b, k + OBS_LEVEL_ASK_OFF] = float32(2 * a - m) * half
+            obs[b, k + OBS_LEVEL_ASK_LOGSZ] = math.log1p(float32(az))
+            depth_a += az
+        else:
+            obs[b, k + OBS_LEVEL_ASK_OFF] = zero
+            obs[b, k + OBS_LEVEL_ASK_LOGSZ] = zero
+        if bd != BID_EMPTY:
+            obs[b, k + OBS_LEVEL_BID_OFF] = float32(m - 2 * bd) * half
+            obs[b, k + OBS_LEVEL_BID_LOGSZ] = math.log1p(float32(bz))
+            depth_b += bz
+        else:
+            obs[b, k + OBS_LEVEL_BID_OFF] = zero
+            obs[b, k + OBS_LEVEL_BID_LOGSZ] = zero
+    x = OBS_PER_LEVEL * nl
+    a1 = book[row, ASK_PRICE]
+    b1 = book[row, BID_PRICE]
+    as1 = book[row, ASK_SIZE]
+    bs1 = book[row, BID_SIZE]
+    obs[b, x + OBX_SPREAD] = float32(a1 - b1) if (a1 != ASK_EMPTY and b1 != BID_EMPTY) else zero
+    obs[b, x + OBX_IMB1] = ratio(bs1 - as1, bs1 + as1)
+    obs[b, x + OBX_IMB_DEPTH] = ratio(depth_b - depth_a, depth_b + depth_a)
+    h0 = si[S_MID_HIST, b]
+    obs[b, x + OBX_RET + 0] = float32(h0 - si[S_MID_HIST + RET_LAG_0, b]) * half
+    obs[b, x + OBX_RET + 1] = float32(h0 - si[S_MID_HIST + RET_LAG_1, b]) * half
+    obs[b, x + OBX_RET + 2] = float32(h0 - si[S_MID_HIST + RET_LAG_2, b]) * half
+    obs[b, x + OBX_RET + 3] = float32(h0 - si[S_MID_HIST + RET_LAG_3, b]) * half
+    inv = si[S_INVENTORY, b]
+    obs[b, x + OBX_POSITION] = float32(inv) / float32(ip[IP_MAX_POS])
+    tick_d = fp[FP_TICK_DOLLARS]
+    if inv != 0:
+        mid_d = float64(m) * (float64(0.5) * tick_d)
+        obs[b, x + OBX_UPNL] = float32(float64(inv) * (mid_d - sf[F_AVG_PX, b]) / (float64(ip[IP_LOT]) * tick_d))
+    else:
+        obs[b, x + OBX_UPNL] = zero
+    order_features(si, b, S_BUY_PX, -1, m, obs, x + OBX_BUY_FLAG)
+    order_features(si, b, S_SELL_PX, 1, m, obs, x + OBX_SELL_FLAG)
+    steps = float32(ip[IP_EPISODE_STEPS])
+    obs[b, x + OBX_TIME_IN_TRADE] = float32(si[S_TRADE_STEPS, b]) / steps
+    obs[b, x + OBX_TIME_LEFT] = float32(ip[IP_EPISODE_STEPS] - si[S_STEP_IN_EP, b]) / steps
