@@ -24,15 +24,17 @@ def info(
         show_default=False)] = None,
     levels: Annotated[int | None, typer.Option("--levels", "-l", min=1,
                                                help="Use only the top N book levels.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Parse the CSVs; neither read nor write the Arrow cache.")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache",
+                                           help="Parse the CSVs; neither read nor write the Arrow cache.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON for scripts.")] = False,
 ) -> None:
     """Events, levels, time span, tick size, spread and depth statistics, event-type counts."""
     from alpharl.lobster import LobsterFormatError, load_embedded, load_lobster
     from alpharl.lobster.stats import describe
 
+    cache = not no_cache
     try:
-        md = load_embedded(levels, cache=not no_cache) if path is None else load_lobster(path, levels, cache=not no_cache)
+        md = load_embedded(levels, cache=cache) if path is None else load_lobster(path, levels, cache=cache)
     except (LobsterFormatError, UserError, FileNotFoundError) as exc:
         fail(str(exc))
     stats = describe(md)

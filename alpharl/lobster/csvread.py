@@ -77,7 +77,8 @@ def _check_nulls(table: pa.Table, file: str, names: list[str]) -> None:
     raise at(file, row + 1, "empty field", column=f"{col + 1} ({names[col]})")
 
 
-def _locate_bad_row(view: memoryview, file: str, names: list[str], types: list[pa.DataType], arrow_message: str) -> None:
+def _locate_bad_row(view: memoryview, file: str, names: list[str], types: list[pa.DataType],
+                    arrow_message: str) -> None:
     """Raise the error for the first row that is not ``len(names)`` numeric cells.
 
     Returns without raising when no such row is found (the caller then reports

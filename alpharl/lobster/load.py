@@ -38,9 +38,12 @@ def load_lobster(path: str | os.PathLike, levels: int | None = None,
     if is_arrow(path):
         md = _from_arrow_file(path)
     else:
-        pair = resolve(path, levels)
+        try:
+            pair = resolve(path, levels)
+            key = _cache.source_key(pair.files) if cache is not False else None
+        except OSError as exc:  # unreadable folder or file: still one line naming it
+            raise at(str(exc.filename or path), None, f"cannot read ({exc.strerror or exc})") from None
         cache_dir = None if isinstance(cache, bool) else Path(cache)
-        key = _cache.source_key(pair.files) if cache is not False else None
         md = _cache.lookup(pair.primary, key, cache_dir) if key else None
         if md is None:
             md = parse_pair(pair)

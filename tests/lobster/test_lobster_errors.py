@@ -202,3 +202,15 @@ def test_zip_without_lobster_files(tmp_path):
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("readme.txt", "x")
     assert "no LOBSTER message file" in load_error(archive)
+
+
+def test_unreadable_source_is_one_line(small_pair, tmp_path, monkeypatch):
+    message_path = small_pair.write(tmp_path)
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(message_path))
+
+    monkeypatch.setattr("alpharl.lobster.cache.open", denied, raising=False)
+    with pytest.raises(LobsterFormatError) as info:
+        load_lobster(message_path)  # the cache key hashes the files first
+    assert str(info.value) == f"{message_path}: cannot read (Permission denied)"
