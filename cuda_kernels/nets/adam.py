@@ -27,6 +27,12 @@ from alpharl.isv import RL_TARGET_TAU
 ADAM_BETA1 = 0.9
 ADAM_BETA2 = 0.999
 ADAM_EPS = 1.0e-8
+#: 1 - beta and ln(beta), folded in double precision: float32(1) - float32(0.999) would
+#: carry a 5e-5 relative error into every second-moment update.
+ADAM_ONE_MINUS_BETA1 = 1.0 - ADAM_BETA1
+ADAM_ONE_MINUS_BETA2 = 1.0 - ADAM_BETA2
+ADAM_LOG_BETA1 = math.log(ADAM_BETA1)
+ADAM_LOG_BETA2 = math.log(ADAM_BETA2)
 #: Modules: Q, pi, V, BCE, AUX, encoder (the order of the ISV's per-head slots).
 N_MODULES = 6
 #: Columns of the module table.
@@ -90,7 +96,8 @@ def rl_adam(gate, params, grad, m, v, n_total, table, isv, state):
     """Bias-corrected Adam on params[0:n_total] for every armed module (after rl_grad_guard).
 
     m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
-    p <- p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), lr = isv[module's lr slot].
+    p <- p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), lr = isv[module's lr slot],
+    t = the module's step counter, already advanced by rl_grad_guard.
     Launch [ceil(n_total / ELEMWISE_BLOCK), ELEMWISE_BLOCK]. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
@@ -107,15 +114,14 @@ def rl_adam(gate, params, grad, m, v, n_total, table, isv, state):
         return
     t = float32(state[k * STATE_COLS + STATE_STEP])
     lr = isv[table[k * TABLE_COLS + COL_LR_SLOT]]
-    b1 = float32(ADAM_BETA1)
-    b2 = float32(ADAM_BETA2)
     g = grad[i]
-    mi = b1 * m[i] + (float32(1.0) - b1) * g
-    vi = b2 * v[i] + (float32(1.0) - b2) * g * g
+    mi = float32(ADAM_BETA1) * m[i] + float32(ADAM_ONE_MINUS_BETA1) * g
+    vi = float32(ADAM_BETA2) * v[i] + float32(ADAM_ONE_MINUS_BETA2) * g * g
     m[i] = mi
     v[i] = vi
-    m_hat = mi / (float32(1.0) - math.pow(b1, t))
-    v_hat = vi / (float32(1.0) - math.pow(b2, t))
+    # Bias corrections 1 - beta^t = -expm1(t ln beta): no cancellation at small t.
+    m_hat = mi / -math.expm1(t * float32(ADAM_LOG_BETA1))
+    v_hat = vi / -math.expm1(t * float32(ADAM_LOG_BETA2))
     params[i] -= lr * m_hat / (math.sqrt(v_hat) + float32(ADAM_EPS))
 
 

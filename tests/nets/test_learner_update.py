@@ -1,0 +1,127 @@
+"""One whole learning update on a tiny batch vs the NumPy reference update:
+gradients of every module vs float64 finite differences of the reference loss,
+parameters after Adam, ISV losses / grad norms, every per-sample output; gate = 0
+leaves everything untouched."""
+import numpy as np
+import pytest
+from numba import cuda
+from support import assert_all_written, nonzero_uniform
+
+from alpharl import isv as S
+from alpharl.learner import EnvBatch, Learner, ReplayBatch
+from alpharl.nets import MODULES, Nets
+from alpharl.reference import learner as RL
+from alpharl.sizes import N_ACTIONS
+
+B, M, OBS_DIM, HIDDEN = 3, 2, 5, 8
+
+
+def _batches(rng):
+    env = dict(obs_t=nonzero_uniform(rng, (B, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, B).astype(np.int32),
+               logp_old=np.log(rng.uniform(0.05, 0.3, B)).astype(np.float32), reward=nonzero_uniform(rng, B, -2, 2),
+               done=np.array([0, 1, 0], np.float32), obs_tp1=nonzero_uniform(rng, (B, OBS_DIM), -2, 2),
+               label_up=np.array([1, 0, 1], np.float32), label_ret=nonzero_uniform(rng, B, -0.1, 0.1))
+    rep = dict(obs_s=nonzero_uniform(rng, (M, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, M).astype(np.int32),
+               reward=nonzero_uniform(rng, M, -3, 3), done=np.array([0, 1], np.float32),
+               obs_sp=nonzero_uniform(rng, (M, OBS_DIM), -2, 2), is_weight=rng.uniform(0.2, 1.0, M).astype(np.float32))
+    return env, rep
+
+
+def _device(env, rep):
+    return (EnvBatch(**{k: cuda.to_device(v) for k, v in env.items()}),
+            ReplayBatch(**{k: cuda.to_device(v) for k, v in rep.items()}))
+
+
+def _nets(rng):
+    """Random parameters at a scale where every head contributes (not the small output-layer init)."""
+    nets = Nets(OBS_DIM, seed=11, hidden=HIDDEN)
+    lay = nets.layout
+    p = nonzero_uniform(rng, lay.n_params, -0.5, 0.5)
+    nets.params.copy_to_device(p)
+    nets.target.copy_to_device(p[: lay.n_target] + nonzero_uniform(rng, lay.n_target, -0.1, 0.1))
+    return nets
+
+
+def _poison_outputs(learner):
+    for name in ("losses", "td", "a_star", "entropy", "kl", "ratio", "advantage", "ret", "v_used", "v_used_tp1",
+                 "v_out", "v_dq"):
+        buf = getattr(learner, name)
+        host = np.empty(buf.shape, buf.dtype)
+        host.fill(np.nan if buf.dtype == np.float32 else -123456789)
+        buf.copy_to_device(host)
+
+
+def test_whole_update_matches_reference_and_finite_differences(rng):
+    nets = _nets(rng)
+    lay = nets.layout
+    env, rep = _batches(rng)
+    isv = S.bootstrap_vector()
+    isv[S.RL_ENTROPY_COEF] = 0.05
+    state0 = nets.state_dict()
+    learner = Learner(nets, B, M)
+    _poison_outputs(learner)
+    isv_d = cuda.to_device(isv)
+    out = learner.update(*_device(env, rep), isv_d, cuda.to_device(np.ones(1, np.int32)))
+    ref = RL.update(state0, isv, env, rep, lay)
+
+    # Gradients: kernels vs the float64 reference backward vs finite differences of the reference loss.
+    grads = nets.grads.copy_to_host().astype(np.float64)
+    p0 = state0["params"].astype(np.float64)
+    target = state0["target"].astype(np.float64)
+    fw = RL.forward(p0, target, lay, env, rep)
+    fixed = RL.targets(fw, env, rep, isv.copy())
+    eps = 1e-6
+    fd = np.zeros_like(p0)
+    for i in range(lay.n_params):
+        pp, pm = p0.copy(), p0.copy()
+        pp[i] += eps
+        pm[i] -= eps
+        fd[i] = (RL.total_loss(pp, target, lay, env, rep, fixed, isv) -
+                 RL.total_loss(pm, target, lay, env, rep, fixed, isv)) / (2 * eps)
+    for mod in MODULES:
+        sl = lay.module_slice[mod]
+        scale = np.abs(fd[sl]).max()
+        assert scale > 0, mod
+        np.testing.assert_allclose(ref["grads"][sl], fd[sl], rtol=1e-5, atol=1e-7 * scale, err_msg=mod)
+        np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=2e-5 * scale, err_msg=mod)
+
+    # One Adam step of every module, and the ISV it writes.
+    np.testing.assert_allclose(nets.params.copy_to_host(), ref["state"]["params"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(nets.adam_m.copy_to_host(), ref["state"]["adam_m"], rtol=1e-3, atol=1e-8)
+    np.testing.assert_array_equal(nets.adam_state.copy_to_host(), ref["state"]["adam_state"])
+    got_isv = isv_d.copy_to_host()
+    for slot in [S.RL_LOSS_Q + k for k in range(5)] + [S.RL_OBS_Q_GRAD_NORM + k for k in range(len(MODULES))] + [
+            S.RL_V_BLEND_ALPHA, S.RL_V_TRACK_ERR_EMA, S.RL_V_SCALAR_MAG_EMA]:
+        np.testing.assert_allclose(got_isv[slot], ref["isv"][slot], rtol=1e-4, err_msg=S.BY_INDEX[slot].name)
+
+    # Every per-sample output written and equal to the reference.
+    pairs = {"q_priority": "q_priority", "td": "td", "a_star": "a_star", "entropy": "entropy", "kl": "kl",
+             "ratio": "ratio", "advantage": "advantage", "ret": "return", "v_used": "v_used",
+             "v_used_tp1": "v_used_tp1", "v_scalar": "v_scalar", "v_dq": "v_dq"}
+    for name, key in pairs.items():
+        got = assert_all_written(getattr(out, name))
+        np.testing.assert_allclose(got, ref[key], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_gate_zero_leaves_everything_untouched(rng):
+    nets = _nets(rng)
+    env, rep = _batches(rng)
+    learner = Learner(nets, B, M)
+    before = nets.state_dict()
+    grads = nets.grads.copy_to_host()
+    isv = S.bootstrap_vector()
+    isv_d = cuda.to_device(isv)
+    learner.update(*_device(env, rep), isv_d, cuda.to_device(np.zeros(1, np.int32)))
+    after = nets.state_dict()
+    for k in ("params", "adam_m", "adam_v", "target", "adam_state"):
+        np.testing.assert_array_equal(after[k], before[k])
+    np.testing.assert_array_equal(nets.grads.copy_to_host(), grads)
+    np.testing.assert_array_equal(isv_d.copy_to_host(), isv)
+
+
+def test_batch_sizes_are_checked(rng):
+    nets = Nets(OBS_DIM, seed=1, hidden=HIDDEN)
+    env, rep = _batches(rng)
+    with pytest.raises(ValueError, match="outside"):
+        Learner(nets, B - 1, M).update(*_device(env, rep), cuda.to_device(S.bootstrap_vector()),
+                                       cuda.to_device(np.ones(1, np.int32)))

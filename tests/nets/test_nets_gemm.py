@@ -1,0 +1,116 @@
+"""rl_gemm / rl_split_reduce through the layer launch helpers: forward vs float64,
+backward (dX, [dW; db]) vs float64 finite differences, batch splits deterministic."""
+import numpy as np
+import pytest
+from numba import cuda
+from support import assert_all_written, nonzero_uniform, poisoned
+
+from alpharl.cuda_kernels.nets import gemm as G
+from alpharl import nets as nets_mod
+from alpharl.nets import Launcher, Layer, dw_split
+from alpharl.reference import nets as R
+
+ROWS, K_IN, N_OUT = 67, 20, 5  # 67 rows: two M tiles, the second one ragged
+
+
+def _layer(k_in=K_IN, n_out=N_OUT):
+    return Layer("t.l", 0, k_in, n_out, 1.0)
+
+
+def _params(rng, layer):
+    return nonzero_uniform(rng, layer.size, -0.5, 0.5)
+
+
+def _gate(on=1):
+    return cuda.to_device(np.array([on], np.int32))
+
+
+@pytest.mark.parametrize("act", [G.ACT_NONE, G.ACT_TANH])
+def test_forward_matches_float64(rng, act):
+    layer = _layer()
+    p = _params(rng, layer)
+    x = nonzero_uniform(rng, (ROWS, K_IN))
+    out = poisoned(ROWS * N_OUT)
+    Launcher().forward(_gate(), cuda.to_device(x.ravel()), ROWS, layer, cuda.to_device(p), out, act)
+    got = assert_all_written(out).reshape(ROWS, N_OUT)
+    w = p[layer.w].astype(np.float64).reshape(K_IN, N_OUT)
+    ref = R.linear(x.astype(np.float64), w, p[layer.b].astype(np.float64), "tanh" if act == G.ACT_TANH else "none")
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
+
+
+def _fd_loss(x, p, layer, gy, tanh):
+    w = p[layer.w].reshape(layer.k_in, layer.n_out)
+    return float((R.linear(x, w, p[layer.b], "tanh" if tanh else "none") * gy).sum())
+
+
+def test_backward_dx_with_tanh_grad_matches_finite_differences(rng):
+    """dX of L = sum(G * tanh(x W + b)): accumulate onto an existing dX, then times (1 - y^2) upstream."""
+    layer = _layer(K_IN, N_OUT)
+    p = _params(rng, layer).astype(np.float64)
+    x = nonzero_uniform(rng, (ROWS, K_IN)).astype(np.float64)
+    gy = nonzero_uniform(rng, (ROWS, N_OUT)).astype(np.float64)
+    y = np.tanh(x @ p[layer.w].reshape(K_IN, N_OUT) + p[layer.b])
+    dpre = (gy * (1 - y * y)).astype(np.float32)
+    # Split dpre @ W^T into two accumulating launches (two heads into one dX), the last with the tanh' epilogue
+    # of an upstream tanh output y_up: out = (dpre_a W_a^T + dpre_b W_b^T) * (1 - y_up^2).
+    y_up = nonzero_uniform(rng, (ROWS, K_IN), -0.9, 0.9)
+    out = poisoned(ROWS * K_IN)
+    ln, dp = Launcher(), cuda.to_device(p.astype(np.float32))
+    half = dpre.copy()
+    half[:, 2:] = 0
+    ln.backward_dx(_gate(), cuda.to_device(half.ravel()), ROWS, layer, dp, out, accumulate=False)
+    rest = dpre - half
+    ln.backward_dx(_gate(), cuda.to_device(rest.ravel()), ROWS, layer, dp, out, accumulate=True,
+                   y_tanh=cuda.to_device(y_up.ravel()))
+    got = assert_all_written(out).reshape(ROWS, K_IN)
+    eps = 1e-6
+    fd = np.zeros_like(x)
+    for i in range(ROWS):
+        for k in range(K_IN):
+            xp, xm = x.copy(), x.copy()
+            xp[i, k] += eps
+            xm[i, k] -= eps
+            fd[i, k] = (_fd_loss(xp, p, layer, gy, True) - _fd_loss(xm, p, layer, gy, True)) / (2 * eps)
+    np.testing.assert_allclose(got, fd * (1 - y_up.astype(np.float64) ** 2), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("split_min_rows", [None, 24])
+def test_backward_dw_db_matches_finite_differences(rng, monkeypatch, split_min_rows):
+    """[dW; db] = [X^T dY; 1^T dY], in one piece or split over the batch; bit-identical on a rerun.
+
+    A small DW_SPLIT_MIN_ROWS makes the small test batch split as a large one would.
+    """
+    rows = ROWS
+    if split_min_rows:
+        monkeypatch.setattr(nets_mod, "DW_SPLIT_MIN_ROWS", split_min_rows)
+    layer = _layer(K_IN, N_OUT)
+    splits, _ = dw_split(rows, K_IN, N_OUT)
+    assert (splits > 1) == bool(split_min_rows)
+    p = _params(rng, layer).astype(np.float64)
+    x = nonzero_uniform(rng, (rows, K_IN)).astype(np.float64)
+    gy = nonzero_uniform(rng, (rows, N_OUT)).astype(np.float64)
+    partial = cuda.device_array(splits * layer.size, np.float32)
+    grads = poisoned(layer.size)
+    ln = Launcher()
+    dx, dy = cuda.to_device(x.astype(np.float32).ravel()), cuda.to_device(gy.astype(np.float32).ravel())
+    ln.backward_dw(_gate(), dx, dy, rows, layer, grads, partial)
+    got = assert_all_written(grads)
+    eps = 1e-6
+    fd = np.zeros(layer.size)
+    for i in range(layer.size):
+        pp, pm = p.copy(), p.copy()
+        pp[i] += eps
+        pm[i] -= eps
+        fd[i] = (_fd_loss(x, pp, layer, gy, False) - _fd_loss(x, pm, layer, gy, False)) / (2 * eps)
+    np.testing.assert_allclose(got, fd, rtol=1e-4, atol=1e-4)
+    again = cuda.device_array(layer.size, np.float32)
+    ln.backward_dw(_gate(), dx, dy, rows, layer, again, partial)
+    assert np.array_equal(again.copy_to_host(), got)
+
+
+def test_gate_zero_writes_nothing(rng):
+    layer = _layer()
+    out = poisoned(ROWS * N_OUT)
+    Launcher().forward(_gate(0), cuda.to_device(nonzero_uniform(rng, ROWS * K_IN)), ROWS, layer,
+                       cuda.to_device(_params(rng, layer)), out, G.ACT_TANH)
+    assert np.isnan(out.copy_to_host()).all()

@@ -1,0 +1,199 @@
+"""Dueling C51 helpers, argmax_expected_q and the heads' losses: kernels vs float64
+references, gradients vs float64 finite differences of the reference losses."""
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+from support import assert_all_written, nonzero_uniform, poisoned
+
+from alpharl import isv as S
+from alpharl.cuda_kernels.nets import heads as KH
+from alpharl.cuda_kernels.nets import losses as KL
+from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q
+from alpharl.reference import nets as R
+from alpharl.sizes import N_ACTIONS, N_ATOMS
+
+N = 7
+NQ = N_ACTIONS * N_ATOMS
+EPS = 1e-6
+
+
+def _gate():
+    return cuda.to_device(np.ones(1, np.int32))
+
+
+def _grid(n):
+    return (n + KH.ROW_BLOCK - 1) // KH.ROW_BLOCK, KH.ROW_BLOCK
+
+
+def _fd(f, x):
+    """Central finite differences of the scalar f at float64 x (any shape)."""
+    g = np.zeros_like(x)
+    flat, gf = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        keep = flat[i]
+        flat[i] = keep + EPS
+        up = f(x)
+        flat[i] = keep - EPS
+        down = f(x)
+        flat[i] = keep
+        gf[i] = (up - down) / (2 * EPS)
+    return g
+
+
+def test_v_dq_and_dueling_logits_match_reference(rng):
+    adv = nonzero_uniform(rng, (N, NQ), -2, 2)
+    val = nonzero_uniform(rng, (N, N_ATOMS), -2, 2)
+    vdq, logits = poisoned(N), poisoned(N * NQ)
+    KH.rl_v_dq[_grid(N)](_gate(), cuda.to_device(val.ravel()), np.int32(N), vdq)
+    KH.rl_dueling_logits[_grid(N)](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(N),
+                                   logits)
+    a64, v64 = adv.astype(np.float64), val.astype(np.float64)
+    np.testing.assert_allclose(assert_all_written(vdq), R.v_dq(v64), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(assert_all_written(logits).reshape(N, N_ACTIONS, N_ATOMS), R.dueling_logits(a64, v64),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_argmax_expected_q_matches_reference(rng):
+    adv = nonzero_uniform(rng, (N, NQ), -3, 3)
+    val = nonzero_uniform(rng, (N, N_ATOMS), -3, 3)
+    out = poisoned(N, np.int32)
+    argmax_expected_q[_grid(N)](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(N), out)
+    ref = R.argmax_expected_q(adv.astype(np.float64), val.astype(np.float64))
+    eq = R.expected_q(adv.astype(np.float64), val.astype(np.float64))
+    got = assert_all_written(out)
+    # Only a float32-level near tie may pick another action, and then one of (almost) equal value.
+    np.testing.assert_allclose(eq[np.arange(N), got], eq[np.arange(N), ref], rtol=0, atol=1e-5)
+
+
+def test_stack_obs_orders_rows(rng):
+    b, m, d = 3, 2, 4
+    parts = [nonzero_uniform(rng, (r, d)) for r in (b, m, m, b)]
+    out = poisoned((2 * b + 2 * m) * d)
+    KH.rl_stack_obs[1, 256](_gate(), *[cuda.to_device(p.ravel()) for p in parts], np.int32(b), np.int32(m),
+                            np.int32(d), out)
+    np.testing.assert_array_equal(assert_all_written(out).reshape(-1, d), np.concatenate(parts))
+
+
+def _c51_inputs(rng, n=N):
+    return dict(adv=nonzero_uniform(rng, (n, NQ), -1, 1), val=nonzero_uniform(rng, (n, N_ATOMS), -1, 1),
+                actions=rng.integers(0, N_ACTIONS, n).astype(np.int32),
+                t_adv=nonzero_uniform(rng, (n, NQ), -1, 1), t_val=nonzero_uniform(rng, (n, N_ATOMS), -1, 1),
+                a_star=rng.integers(0, N_ACTIONS, n).astype(np.int32),
+                reward=nonzero_uniform(rng, n, -4, 4), done=(rng.uniform(size=n) < 0.4).astype(np.float32),
+                is_w=rng.uniform(0.1, 1.0, n).astype(np.float32))
+
+
+def _run_c51(inp, gamma):
+    n = len(inp["actions"])
+    isv = S.bootstrap_vector()
+    isv[S.RL_GAMMA] = gamma
+    outs = [poisoned(n * NQ), poisoned(n * N_ATOMS), poisoned(n), poisoned(n)]
+    order = ("adv", "val", "actions", "t_adv", "t_val", "a_star", "reward", "done", "is_w")
+    KL.rl_c51_loss[_grid(n)](_gate(), *[cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in order],
+                             np.int32(n), cuda.to_device(isv), *outs)
+    return [assert_all_written(o) for o in outs]
+
+
+def test_c51_loss_matches_reference_and_finite_differences(rng):
+    inp = _c51_inputs(rng)
+    gamma = 0.97
+    d_adv, d_val, loss, td = _run_c51(inp, gamma)
+    f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inp.items()}
+    ce, td_ref, d_adv_ref, d_val_ref = R.rl_c51_loss(f64["adv"], f64["val"], inp["actions"], f64["t_adv"],
+                                                     f64["t_val"], inp["a_star"], f64["reward"], f64["done"],
+                                                     f64["is_w"], gamma)
+    np.testing.assert_allclose(loss, ce, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(td, td_ref, rtol=1e-4, atol=1e-5)
+    m, _ = R.c51_target(f64["t_adv"], f64["t_val"], inp["a_star"], f64["reward"], f64["done"], gamma)
+    lossf = lambda adv, val: R.c51_loss(adv, val, inp["actions"], m, f64["is_w"])[1]  # noqa: E731
+    fd_adv = _fd(lambda a: lossf(a, f64["val"]), f64["adv"].copy())
+    fd_val = _fd(lambda v: lossf(f64["adv"], v), f64["val"].copy())
+    np.testing.assert_allclose(d_adv.reshape(N, NQ), fd_adv, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(d_val.reshape(N, N_ATOMS), fd_val, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(d_val_ref, fd_val, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(d_adv_ref, fd_adv, rtol=1e-5, atol=1e-8)
+
+
+def test_c51_projection_exact_integer_case(rng):
+    """gamma = 1, integer reward: every b_j is an exact integer (l == u) and must keep its mass."""
+    inp = _c51_inputs(rng, 4)
+    inp["reward"] = np.array([2.0, -3.0, 0.0, 5.0], np.float32)
+    inp["done"] = np.array([0.0, 0.0, 1.0, 0.0], np.float32)
+    f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inp.items()}
+    q = np.exp(R.log_softmax(R.dueling_logits(f64["t_adv"], f64["t_val"])[np.arange(4), inp["a_star"]]))
+    m = R.c51_project(q, f64["reward"], f64["done"], 1.0)
+    np.testing.assert_allclose(m.sum(axis=1), 1.0, rtol=1e-12)
+    shift = 2  # reward 2 = 2 DELTA_Z: atom j -> j + 2, the top atoms pile on the last one
+    np.testing.assert_allclose(m[0, shift:-1], q[0, :N_ATOMS - shift - 1])
+    np.testing.assert_allclose(m[0, -1], q[0, N_ATOMS - shift - 1:].sum())
+    assert m[2, N_ATOMS // 2] == pytest.approx(1.0)  # done, r = 0: all mass on z = 0
+    _, _, loss, _ = _run_c51(inp, 1.0)
+    lp = R.log_softmax(R.dueling_logits(f64["adv"], f64["val"])[np.arange(4), inp["actions"]])
+    np.testing.assert_allclose(loss, -(m * lp).sum(axis=1), rtol=1e-4)
+
+
+def test_uniform_prediction_gives_ln21(rng):
+    """Logits constant over z (per-action constant advantage, constant value) = uniform p: CE = ln 21."""
+    inp = _c51_inputs(rng, 3)
+    inp["adv"] = np.repeat(nonzero_uniform(rng, (3, N_ACTIONS, 1)), N_ATOMS, axis=2).reshape(3, NQ)
+    inp["val"] = np.full((3, N_ATOMS), 0.7, np.float32)
+    _, _, loss, _ = _run_c51(inp, 0.99)
+    np.testing.assert_allclose(loss, math.log(N_ATOMS), rtol=1e-5)
+
+
+def test_ppo_loss_matches_reference_and_finite_differences(rng):
+    n = 24
+    eps_c, c, coef = 0.2, 3.0, 0.05
+    logits = nonzero_uniform(rng, (n, N_ACTIONS), -2, 2)
+    actions = rng.integers(0, N_ACTIONS, n).astype(np.int32)
+    lp_new = R.log_softmax(logits.astype(np.float64))[np.arange(n), actions]
+    # Old log-probs around the new ones: ratios from 0.2 to 5, so every branch is taken.
+    logp_old = (lp_new - rng.uniform(np.log(0.2), np.log(5.0), n)).astype(np.float32)
+    adv = nonzero_uniform(rng, n, -2, 2)
+    isv = S.bootstrap_vector()
+    isv[S.RL_PPO_CLIP_EPS], isv[S.RL_PPO_RATIO_CLAMP], isv[S.RL_ENTROPY_COEF] = eps_c, c, coef
+    outs = [poisoned(n * N_ACTIONS)] + [poisoned(n) for _ in range(4)]
+    KL.rl_ppo_loss[_grid(n)](_gate(), cuda.to_device(logits.ravel()), cuda.to_device(actions),
+                             cuda.to_device(logp_old), cuda.to_device(adv), np.int32(n), cuda.to_device(isv), *outs)
+    d, loss, ent, kl, ratio = [assert_all_written(o) for o in outs]
+    args = (actions, logp_old.astype(np.float64), adv.astype(np.float64), eps_c, c, coef)
+    ref_loss, ref_d, ref_h, ref_kl, ref_ratio = R.ppo_loss(logits.astype(np.float64), *args)
+    r64 = ref_ratio
+    assert ((r64 > 1 + eps_c) | (r64 < 1 - eps_c)).any() and ((adv < 0) & (r64 > c)).any()
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ent, ref_h, rtol=1e-4)
+    np.testing.assert_allclose(kl, ref_kl, rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-4)
+    fd = _fd(lambda x: R.ppo_loss_value(x, *args), logits.astype(np.float64))
+    np.testing.assert_allclose(d.reshape(n, N_ACTIONS), fd, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", [KL.LOSS_HUBER, KL.LOSS_BCE, KL.LOSS_MSE])
+def test_scalar_losses_match_reference_and_finite_differences(rng, kind):
+    n = 16
+    pred = nonzero_uniform(rng, n, -3, 3)
+    target = ((rng.uniform(size=n) < 0.5).astype(np.float32) if kind == KL.LOSS_BCE
+              else nonzero_uniform(rng, n, -3, 3))
+    if kind == KL.LOSS_HUBER:
+        assert (np.abs(pred - target) > KL.HUBER_DELTA).any() and (np.abs(pred - target) < KL.HUBER_DELTA).any()
+    d, loss = poisoned(n), poisoned(n)
+    KL.rl_scalar_loss[_grid(n)](_gate(), cuda.to_device(pred), cuda.to_device(target), np.int32(n), np.int32(kind),
+                                d, loss)
+    ref_loss, ref_d = R.scalar_loss(kind, pred.astype(np.float64), target.astype(np.float64))
+    np.testing.assert_allclose(assert_all_written(loss), ref_loss, rtol=1e-4, atol=1e-6)
+    fd = _fd(lambda x: R.scalar_loss(kind, x, target.astype(np.float64))[0].mean(), pred.astype(np.float64))
+    np.testing.assert_allclose(assert_all_written(d), fd, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(ref_d, fd, rtol=1e-6, atol=1e-9)
+
+
+def test_loss_means_into_isv(rng):
+    m, b, stride = 5, 9, 9
+    losses = nonzero_uniform(rng, (KL.N_LOSSES, stride), 0, 3)
+    isv = cuda.to_device(S.bootstrap_vector())
+    KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK](_gate(), cuda.to_device(losses.ravel()), np.int32(stride),
+                                                   np.int32(m), np.int32(b), isv)
+    got = isv.copy_to_host()
+    want = [losses[0, :m].mean()] + [losses[r, :b].mean() for r in range(1, KL.N_LOSSES)]
+    np.testing.assert_allclose(got[S.RL_LOSS_Q:S.RL_LOSS_Q + KL.N_LOSSES], want, rtol=1e-5)
