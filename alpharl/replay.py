@@ -1,0 +1,191 @@
+"""PrioritizedReplay: the device buffers of the Q critic's replay and their launch order.
+
+The maths and the buffer layout are documented in
+:mod:`alpharl.cuda_kernels.replay.per`. This class owns the device arrays and
+only launches kernels: ``insert``, ``sample`` and ``update_priorities`` neither
+synchronise nor copy between host and device (the write cursor and the size
+live on the device), so they can be captured in a CUDA graph. Every array is
+allocated once, here, and a checkpoint load copies into the same allocations,
+so a captured graph stays valid after ``load_state_dict``.
+
+Launch order per env step (one stream)::
+
+    replay.insert(obs_s, action, reward, done, obs_s2)   # B new transitions
+    for each K-loop iteration (gate[0] = 1 if it runs):
+        mb = replay.sample(isv, m, gate)                 # mb.obs_s ... mb.is_weight
+        ... Q forward/backward on mb, per-row loss[m] (weighted by mb.is_weight) ...
+        replay.update_priorities(loss, m, gate)           # p <- |loss| + eps
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from numba import cuda
+
+from alpharl.cuda_kernels.replay import per as K
+from alpharl.prng import STREAM_REPLAY, seed_states
+
+
+class Minibatch(NamedTuple):
+    """A sampled minibatch: views of the replay's output arrays, rows 0..m-1."""
+
+    obs_s: Any      # float32[m, obs_dim]
+    action: Any     # int32[m]
+    reward: Any     # float32[m]
+    done: Any       # float32[m]
+    obs_s2: Any     # float32[m, obs_dim]
+    is_weight: Any  # float32[m], importance weights in (0, 1] (0 only while the buffer is empty)
+    idx: Any        # int32[m], buffer slots the rows came from
+
+
+#: Arrays saved by state_dict (everything but the CDF scratch and the open gate).
+STATE_ARRAYS = ("obs_s", "action", "reward", "done", "obs_s2", "priority", "pmax", "meta", "sampler_state",
+                "mb_obs_s", "mb_action", "mb_reward", "mb_done", "mb_obs_s2", "mb_weight", "mb_idx")
+STATE_SIZES = ("capacity", "obs_dim", "max_batch")
+
+
+def initial_arrays(capacity: int, obs_dim: int, max_batch: int, seed: int) -> dict[str, np.ndarray]:
+    """Host arrays of an empty replay: zeros, pmax = INITIAL_MAX_PRIORITY, seeded sampler states."""
+    f32, i32 = np.float32, np.int32
+    pmax = np.full(1, K.INITIAL_MAX_PRIORITY, f32)
+    tiles = K.n_tiles(capacity)
+    return {
+        "obs_s": np.zeros((capacity, obs_dim), f32), "action": np.zeros(capacity, i32),
+        "reward": np.zeros(capacity, f32), "done": np.zeros(capacity, f32),
+        "obs_s2": np.zeros((capacity, obs_dim), f32), "priority": np.zeros(capacity, f32),
+        "pmax": pmax, "meta": np.zeros(K.META_LEN, i32),
+        "sampler_state": seed_states(seed, max_batch, STREAM_REPLAY),
+        "mb_obs_s": np.zeros((max_batch, obs_dim), f32), "mb_action": np.zeros(max_batch, i32),
+        "mb_reward": np.zeros(max_batch, f32), "mb_done": np.zeros(max_batch, f32),
+        "mb_obs_s2": np.zeros((max_batch, obs_dim), f32), "mb_weight": np.zeros(max_batch, f32),
+        "mb_idx": np.zeros(max_batch, i32),
+        "cdf": np.zeros(capacity, np.float64), "tile_sum": np.zeros(tiles, np.float64),
+        "tile_sq": np.zeros(tiles, np.float64), "tile_cdf": np.zeros(tiles, np.float64),
+        "open_gate": np.ones(1, i32),
+    }
+
+
+class PrioritizedReplay:
+    """Device ring buffer of ``capacity`` transitions with proportional prioritized sampling.
+
+    ``obs_dim``: length of one observation; ``max_batch``: the largest minibatch
+    ``sample`` may draw; ``seed``: seeds the per-row sampler states (stream
+    ``STREAM_REPLAY`` of :func:`alpharl.prng.seed_states`); ``stream``: the CUDA
+    stream (or graph builder) every kernel is launched on (None: the default stream).
+    """
+
+    def __init__(self, capacity: int, obs_dim: int, max_batch: int, seed: int, stream=None):
+        if not 1 <= capacity < 2**31 or obs_dim < 1 or max_batch < 1:
+            raise ValueError(f"PrioritizedReplay: capacity={capacity}, obs_dim={obs_dim}, "
+                             f"max_batch={max_batch} must all be >= 1 (capacity < 2^31)")
+        self.capacity, self.obs_dim, self.max_batch, self.seed = capacity, obs_dim, max_batch, seed
+        self.stream = 0 if stream is None else stream
+        for name, host in initial_arrays(capacity, obs_dim, max_batch, seed).items():
+            setattr(self, name, self._to_storage(host))
+
+    # ------------------------------------------------------- storage hooks
+    def _to_storage(self, host: np.ndarray):
+        return cuda.to_device(host)
+
+    def _to_host(self, arr) -> np.ndarray:
+        return arr.copy_to_host()
+
+    def _load(self, arr, host: np.ndarray) -> None:
+        arr.copy_to_device(host)
+
+    def _launch(self, k, grid: int, block: int, *args) -> None:
+        k[grid, block, self.stream](*args)
+
+    def _sync(self) -> None:
+        cuda.synchronize()
+
+    # ------------------------------------------------------------ hot path
+    def insert(self, obs_s, action, reward, done, obs_s2) -> None:
+        """Append n transitions (obs_s[n, D] f32, action[n] i32, reward[n] f32, done[n] f32,
+        obs_s2[n, D] f32; n <= capacity) at the device cursor, with the running max priority."""
+        n = action.shape[0]
+        if not n <= self.capacity:
+            raise ValueError(f"insert: {n} transitions exceed the capacity {self.capacity}")
+        for name, arr, shape in (("obs_s", obs_s, (n, self.obs_dim)), ("obs_s2", obs_s2, (n, self.obs_dim)),
+                                 ("reward", reward, (n,)), ("done", done, (n,))):
+            if tuple(arr.shape) != shape:
+                raise ValueError(f"insert: {name} has shape {tuple(arr.shape)}, expected {shape}")
+        if n == 0:
+            return
+        self._launch(K.rl_per_insert, K.copy_grid(n * self.obs_dim), K.COPY_BLOCK,
+                     obs_s, action, reward, done, obs_s2, self.meta, self.pmax,
+                     self.obs_s, self.action, self.reward, self.done, self.obs_s2, self.priority)
+        self._launch(K.rl_per_advance, 1, 1, self.meta, np.int32(n), np.int32(self.capacity))
+
+    def draw(self, isv, m: int | None = None, gate=None) -> None:
+        """Draw m slots into mb_idx and their importance weights into mb_weight; write the ESS fraction."""
+        m = self._rows(m)
+        gate = self._gate(gate)
+        self._launch(K.rl_per_build_cdf, K.n_tiles(self.capacity), K.PER_BLOCK, gate, self.priority, self.meta,
+                     isv, self.cdf, self.tile_sum, self.tile_sq)
+        self._launch(K.rl_per_sample, 1, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.cdf,
+                     self.tile_sum, self.tile_sq, self.tile_cdf, self.sampler_state, np.int32(m),
+                     self.mb_idx, self.mb_weight)
+
+    def gather(self, m: int | None = None, gate=None) -> Minibatch:
+        """Copy the drawn transitions into the minibatch arrays; returns views of rows 0..m-1."""
+        m = self._rows(m)
+        self._launch(K.rl_per_gather, K.copy_grid(m * self.obs_dim), K.COPY_BLOCK, self._gate(gate),
+                     self.mb_idx, np.int32(m), self.obs_s, self.action, self.reward, self.done, self.obs_s2,
+                     self.mb_obs_s, self.mb_action, self.mb_reward, self.mb_done, self.mb_obs_s2)
+        return Minibatch(self.mb_obs_s[:m], self.mb_action[:m], self.mb_reward[:m], self.mb_done[:m],
+                         self.mb_obs_s2[:m], self.mb_weight[:m], self.mb_idx[:m])
+
+    def sample(self, isv, m: int | None = None, gate=None) -> Minibatch:
+        """``draw`` then ``gather``: a prioritized minibatch of m rows (default max_batch).
+
+        isv: the float32 ISV (alpha, beta read; RL_PER_ESS_FRAC written);
+        gate: int32[1] device array, 0 skips both kernels (default: always run).
+        """
+        self.draw(isv, m, gate)
+        return self.gather(m, gate)
+
+    def update_priorities(self, loss, m: int | None = None, gate=None) -> None:
+        """After a Q step on the last sample: p[idx[j]] <- |loss[j]| + eps (loss: float32[>= m])."""
+        m = self._rows(m)
+        if loss.shape[0] < m:
+            raise ValueError(f"update_priorities: loss has {loss.shape[0]} rows, the minibatch {m}")
+        self._launch(K.rl_per_update_priority, 1, K.PER_BLOCK, self._gate(gate), self.mb_idx, loss, np.int32(m),
+                     self.priority, self.pmax)
+
+    def _rows(self, m: int | None) -> int:
+        m = self.max_batch if m is None else int(m)
+        if not 1 <= m <= self.max_batch:
+            raise ValueError(f"minibatch of {m} rows: expected 1..max_batch={self.max_batch}")
+        return m
+
+    def _gate(self, gate):
+        return self.open_gate if gate is None else gate
+
+    # ---------------------------------------------------- off the hot path
+    def host_size(self) -> tuple[int, int]:
+        """(cursor, size) read back to the host: synchronises, for diagnostics and tests only."""
+        self._sync()
+        meta = self._to_host(self.meta)
+        return int(meta[K.META_CURSOR]), int(meta[K.META_SIZE])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Host copies of everything that defines the replay (buffers, priorities, cursor, PRNG states)."""
+        self._sync()
+        state: dict[str, Any] = {name: getattr(self, name) for name in STATE_SIZES}
+        state.update({name: self._to_host(getattr(self, name)) for name in STATE_ARRAYS})
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state_dict into the existing device arrays (same sizes required)."""
+        for name in STATE_SIZES:
+            if int(state[name]) != getattr(self, name):
+                raise ValueError(f"load_state_dict: {name}={state[name]} but this replay has {getattr(self, name)}")
+        self._sync()
+        for name in STATE_ARRAYS:
+            arr = getattr(self, name)
+            host = np.ascontiguousarray(state[name], dtype=arr.dtype)
+            if host.shape != tuple(arr.shape):
+                raise ValueError(f"load_state_dict: {name} has shape {host.shape}, expected {tuple(arr.shape)}")
+            self._load(arr, host)
