@@ -69,8 +69,10 @@ def bench_replay(capacities: list[int], obs_dim: int, insert_b: int, m: int, ite
                  cuda.to_device(np.zeros(insert_b, np.float32)),
                  cuda.to_device(rng.normal(size=(insert_b, obs_dim)).astype(np.float32)))
         # fill the buffer with distinct priorities, as after many Q steps
-        replay._load(replay.priority, rng.uniform(0.01, 3.0, cap).astype(np.float32))
-        replay._load(replay.meta, np.array([0, cap], np.int32))
+        state = replay.state_dict()
+        state["priority"] = rng.uniform(0.01, 3.0, cap).astype(np.float32)
+        state["meta"] = np.array([0, cap], np.int32)
+        replay.load_state_dict(state)
         loss = cuda.to_device(rng.uniform(0.0, 3.0, m).astype(np.float32))
         sizes = dict(capacity=cap, obs_dim=obs_dim, insert_b=insert_b, m=m)
         _report(phase="insert", **sizes, us_per_call=round(_timed(lambda: replay.insert(*batch), iters), 2))

@@ -120,6 +120,8 @@ def first_above(arr, lo, hi, x):
         else:
             lo = mid + 1
     return lo
+
+
 # ------------------------------------------------------------------ insert
 @kernel("void(float32[:, ::1], int32[::1], float32[::1], float32[::1], float32[:, ::1], int32[::1], float32[::1], "
         "float32[:, ::1], int32[::1], float32[::1], float32[::1], float32[:, ::1], float32[::1])")

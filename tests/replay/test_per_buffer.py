@@ -35,12 +35,12 @@ def _isv(rng):
     return isv
 
 
-def _set_priorities(dev, ref, priority, size):
-    """Fill the buffer state directly: priorities and the filled size (cursor = size mod C)."""
-    meta = np.array([size % len(priority), size], np.int32)
+def _load_both(dev, ref, **arrays):
+    """Overwrite some state arrays of both replays through the checkpoint API."""
     for r in (dev, ref):
-        r._load(r.priority, priority)
-        r._load(r.meta, meta)
+        state = r.state_dict()
+        state.update(arrays)
+        r.load_state_dict(state)
 
 
 def _assert_same_state(dev, ref):
@@ -65,9 +65,7 @@ def test_insert_wraps_around_the_ring(rng):
 def test_insert_takes_the_running_max_priority(rng):
     dev, ref = _pair(rng, capacity=8, max_batch=4)
     _insert_both(dev, ref, _transitions(rng, 3))
-    pmax = np.array([7.5], np.float32)
-    dev._load(dev.pmax, pmax)
-    ref._load(ref.pmax, pmax)
+    _load_both(dev, ref, pmax=np.array([7.5], np.float32))
     _insert_both(dev, ref, _transitions(rng, 2))
     p = dev.state_dict()["priority"]
     np.testing.assert_array_equal(p, [1, 1, 1, 7.5, 7.5, 0, 0, 0])
@@ -82,7 +80,7 @@ def test_sample_matches_reference(rng, size):
     _insert_both(dev, ref, _transitions(rng, capacity))
     priority = np.zeros(capacity, np.float32)
     priority[:size] = rng.uniform(0.01, 5.0, size)
-    _set_priorities(dev, ref, priority, size)
+    _load_both(dev, ref, priority=priority, meta=np.array([size % capacity, size], np.int32))
     isv = _isv(rng)
     d_isv = cuda.to_device(isv)
     dev.mb_idx, dev.mb_weight = poisoned(m, np.int32), poisoned(m, np.float32)
@@ -142,8 +140,7 @@ def test_priority_update_takes_max_over_duplicates_and_guards_non_finite(rng):
     loss[8] = np.nan
     loss[9] = np.inf
     loss[10] = 9.0  # the batch max: pmax moves to 9 + eps
-    for r in (dev, ref):
-        r._load(r.mb_idx, idx)
+    _load_both(dev, ref, mb_idx=idx)
     dev.update_priorities(cuda.to_device(loss), m)
     ref.update_priorities(loss, m)
     _assert_same_state(dev, ref)
