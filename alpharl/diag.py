@@ -4,8 +4,9 @@ Written as an Arrow IPC *stream* (``diagnostics.arrows``): each row batch is
 serialised in memory and appended with a single ``write`` + ``fsync``, so a
 kill at any moment leaves every earlier row readable (a stream needs no
 footer). ``read_diagnostics`` returns a ``pyarrow.Table``; pandas
-(``table.to_pandas()``), polars (``pl.read_ipc_stream``) and DuckDB (``duckdb.sql
-("select * from table")`` on the Arrow table, or the Parquet snapshot) read it.
+(``diag.to_pandas()``), polars (``pl.read_ipc_stream(path)``) and DuckDB
+(``duckdb.sql("select * from diag")`` on the Arrow table held in a variable
+``diag``, or ``read_parquet`` on the Parquet snapshot) read it.
 A Parquet snapshot (``diagnostics.parquet``) is refreshed atomically at each
 checkpoint and at the end of a run, for tools that prefer files with a footer.
 

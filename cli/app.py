@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import typer
 
-from alpharl.cli import slots
-from alpharl.cli import data
-from alpharl.cli.errors import UserError, fail
+from alpharl.cli import data, diag, slots, train
+from alpharl.cli.errors import user_errors
 
 app = typer.Typer(
     name="alpharl",
@@ -20,12 +19,12 @@ def root() -> None:
     """GPU-resident actor-critic trainer for limit-order-book trading agents."""
 
 
+app.command("train")(train.train)
+app.command("diag")(diag.diag)
 app.command("slots")(slots.slots)
 app.add_typer(data.app, name="data", help="LOBSTER market data: inspect the files the simulator replays.")
 
 
 def main() -> None:
-    try:
+    with user_errors():
         app()
-    except UserError as exc:
-        fail(str(exc))

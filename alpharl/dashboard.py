@@ -1,0 +1,346 @@
+"""The training display: a Rich live dashboard on a terminal, plain log lines elsewhere.
+
+    with Dashboard(total_steps=cfg.steps, b=cfg.b) as dash:
+        dash.start(cfg, run_dir)
+        ...                                   # every diagnostic interval:
+        dash.update(step, isv_host, metrics, steps_per_s, env_steps_per_s)
+        dash.log("checkpoint written")        # any time
+        dash.finish(summary)
+
+Modes:
+
+- *live* (``console.is_terminal`` and not ``quiet``): progress with ETA,
+  steps/s and env-steps/s; the ISV by group (raw observations and non-finite
+  guards compact); losses; reward/PnL/trades; sparklines of a few key series
+  (C51 loss against its uniform level ln 21, reward per trade, learning rates,
+  V-blend alpha). The body is rebuilt once per ``update``; the header (elapsed,
+  ETA) re-renders once a second.
+- *plain* (not a terminal, e.g. a log file or CI): one line per ``update``, at
+  most one every ``min_interval_s`` seconds (default ``PLAIN_MIN_INTERVAL_S``).
+- *quiet*: plain lines at most once a minute (``QUIET_MIN_INTERVAL_S``), plus
+  ``log`` messages and the final summary.
+
+The first and the last update are always printed in the plain modes.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from alpharl import isv as S
+from alpharl.report import fmt, sparkline
+
+#: Points of history kept per sparkline series.
+HISTORY = 60
+#: Seconds between plain log lines (not a terminal), and with --quiet.
+PLAIN_MIN_INTERVAL_S = 2.0
+QUIET_MIN_INTERVAL_S = 60.0
+#: Live header refreshes per second (the body changes only on update()).
+LIVE_REFRESH_PER_S = 1.0
+#: Uniform C51 prediction over 21 atoms: the "stuck" loss level.
+LN_N_ATOMS = math.log(21.0)
+#: ISV panels: (title, groups). A group not named here gets a panel of its own.
+ISV_PANELS = (
+    ("learning rates", ("lr",)),
+    ("grad-norm EMAs", ("grad_norm",)),
+    ("controllers", ("ppo", "target", "k_loop", "returns")),
+    ("V blend", ("v_blend",)),
+    ("replay", ("replay",)),
+    ("signals", ("signals",)),
+)
+#: ISV groups drawn compactly (name=value runs), and the losses group shown in its own panel.
+COMPACT_GROUPS = ("obs", "guard")
+LOSS_GROUP = "losses"
+LOSS_PREFIX = "losses/"
+#: Series drawn as sparklines: (label, ISV slot name).
+SPARK_SERIES = (
+    ("loss_q (ln21 = 3.04)", "loss_q"),
+    ("reward/trade EMA", "reward_per_trade_ema"),
+    ("lr_q", "lr_q"),
+    ("lr_pi", "lr_pi"),
+    ("lr_v", "lr_v"),
+    ("V blend alpha", "v_blend_alpha"),
+)
+#: Slots shown in a plain log line, besides losses (name, label).
+PLAIN_SLOTS = (("v_blend_alpha", "alpha"), ("lr_q", "lr_q"), ("lr_pi", "lr_pi"), ("entropy_ema", "H"),
+               ("reward_per_trade_ema", "r/trade"))
+PLAIN_LOSSES = ("loss_q", "loss_pi", "loss_v")
+
+
+def format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+class Dashboard:
+    """Live Rich dashboard on a terminal, plain periodic lines otherwise (see module doc)."""
+
+    def __init__(self, total_steps: int, b: int, console=None, quiet: bool = False,
+                 min_interval_s: float | None = None):
+        from rich.console import Console
+
+        self.total_steps = int(total_steps)
+        self.b = int(b)
+        self.console = console if console is not None else Console()
+        self.quiet = quiet
+        self.live_mode = self.console.is_terminal and not quiet
+        self.min_interval_s = (min_interval_s if min_interval_s is not None
+                               else QUIET_MIN_INTERVAL_S if quiet else PLAIN_MIN_INTERVAL_S)
+        self._live = None
+        self._t_start = time.monotonic()
+        self._first: tuple[float, int] | None = None   # (time, step) of the first update: ETA baseline
+        self._last_plain = -math.inf
+        self._pending_plain: str | None = None
+        self.step = 0
+        self.steps_per_s = float("nan")
+        self.env_steps_per_s = float("nan")
+        self.isv = S.bootstrap_vector()
+        self.metrics: dict[str, float] = {}
+        self.history: dict[str, deque] = {name: deque(maxlen=HISTORY) for _, name in SPARK_SERIES}
+        self.config = None
+        self.run_dir: Path | None = None
+        self._body = None
+
+    # ------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "Dashboard":
+        if self.live_mode:
+            from rich.live import Live
+
+            self._body = self._render_body()
+            self._live = Live(console=self.console, get_renderable=self._renderable, auto_refresh=True,
+                              refresh_per_second=LIVE_REFRESH_PER_S, transient=False,
+                              redirect_stdout=True, redirect_stderr=True)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop_live()
+        return None
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+            self._live.stop()
+            self._live = None
+
+    def start(self, config, run_dir) -> None:
+        """Record the run's config and directory; announce them (one line in the plain modes)."""
+        self.config = config
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self._t_start = time.monotonic()
+        if not self.live_mode:
+            self._print(f"alpharl train: {self.total_steps} steps, B={self.b}, backend {self._backend()}, "
+                        f"seed {getattr(config, 'seed', '-')}, run dir {self.run_dir}")
+        elif self._live is not None:
+            self._body = self._render_body()
+            self._live.refresh()
+
+    def update(self, step: int, isv_host: np.ndarray, metrics: dict[str, float], steps_per_s: float,
+               env_steps_per_s: float) -> None:
+        """Take one diagnostic interval's values (ISV float32[RL_SLOTS_END] on the host, metrics by name)."""
+        now = time.monotonic()
+        self.step = int(step)
+        self.isv = np.asarray(isv_host, dtype=np.float32)
+        self.metrics = dict(metrics)
+        self.steps_per_s = float(steps_per_s)
+        self.env_steps_per_s = float(env_steps_per_s)
+        if self._first is None:
+            self._first = (now, self.step)
+        for _, name in SPARK_SERIES:
+            self.history[name].append(float(self.isv[S.BY_NAME[name].index]))
+        if self.live_mode:
+            self._body = self._render_body()
+            if self._live is not None:
+                self._live.refresh()
+            return
+        line = self._plain_line()
+        first = self._last_plain == -math.inf
+        if first or now - self._last_plain >= self.min_interval_s or self.step >= self.total_steps:
+            self._print(line)
+            self._last_plain = now
+            self._pending_plain = None
+        else:
+            self._pending_plain = line
+
+    def log(self, message: str) -> None:
+        """A message above the live display, or a plain line."""
+        if self._live is not None:
+            self._live.console.print(message, markup=False, highlight=False)
+        else:
+            self._print(message)
+
+    def finish(self, summary: dict) -> None:
+        """Stop the live display and print the run's summary (a table on a terminal, one line otherwise)."""
+        if self._live is not None:
+            self._body = self._render_body()
+            self._stop_live()
+        if self._pending_plain is not None:
+            self._print(self._pending_plain)
+            self._pending_plain = None
+        flat = {k: v for k, v in _flatten(summary).items() if not isinstance(v, (list, dict))}
+        if self.live_mode:
+            from rich.table import Table
+
+            table = Table(title="run summary", show_header=False, title_justify="left")
+            table.add_column("", style="bold")
+            table.add_column("", justify="right")
+            for k, v in flat.items():
+                table.add_row(k, fmt(v) if isinstance(v, float) else str(v))
+            self.console.print(table)
+        else:
+            self._print("alpharl train: done: " + "  ".join(
+                f"{k} {fmt(v) if isinstance(v, float) else v}" for k, v in flat.items()))
+
+    # ------------------------------------------------------------ helpers
+    def _print(self, line: str) -> None:
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def _backend(self) -> str:
+        return str(getattr(self.config, "backend", "-")) if self.config is not None else "-"
+
+    def _slot(self, name: str) -> float:
+        return float(self.isv[S.BY_NAME[name].index])
+
+    def eta_s(self) -> float:
+        """Remaining seconds at the mean rate since the first update (the reported rate before that)."""
+        remaining = max(self.total_steps - self.step, 0)
+        rate = self.steps_per_s
+        if self._first is not None:
+            t0, s0 = self._first
+            dt = time.monotonic() - t0
+            if self.step > s0 and dt > 0:
+                rate = (self.step - s0) / dt
+        return remaining / rate if rate and rate > 0 and math.isfinite(rate) else float("nan")
+
+    def _plain_line(self) -> str:
+        pct = 100.0 * self.step / self.total_steps if self.total_steps else 100.0
+        parts = [f"step {self.step}/{self.total_steps} ({pct:.1f}%)",
+                 f"{fmt(self.steps_per_s)} steps/s", f"{fmt(self.env_steps_per_s)} env-steps/s",
+                 f"ETA {format_duration(self.eta_s())}"]
+        parts.append(" ".join(f"{n} {fmt(self._slot(n))}" for n in PLAIN_LOSSES))
+        parts.append(" ".join(f"{label} {fmt(self._slot(n))}" for n, label in PLAIN_SLOTS))
+        reward = [f"{k} {fmt(v)}" for k, v in self.metrics.items() if not k.startswith(LOSS_PREFIX)]
+        if reward:
+            parts.append(" ".join(reward[:6]))
+        return " | ".join(parts)
+
+    # ------------------------------------------------------------ rendering
+    def _renderable(self):
+        from rich.console import Group
+
+        return Group(self._render_header(), self._body) if self._body is not None else self._render_header()
+
+    def _render_header(self):
+        from rich.panel import Panel
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        elapsed = time.monotonic() - self._t_start
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column(width=40)
+        grid.add_column(no_wrap=True)
+        pct = self.step / self.total_steps if self.total_steps else 1.0
+        grid.add_row(f"step {self.step:,}/{self.total_steps:,} ({100 * pct:.1f}%)",
+                     ProgressBar(total=max(self.total_steps, 1), completed=min(self.step, self.total_steps), width=40),
+                     f"elapsed {format_duration(elapsed)}  ETA {format_duration(self.eta_s())}")
+        grid.add_row(f"{fmt(self.steps_per_s)} steps/s   {fmt(self.env_steps_per_s)} env-steps/s", "",
+                     f"B={self.b}  backend {self._backend()}  run {self.run_dir or '-'}")
+        return Panel(grid, title="alpharl train", title_align="left")
+
+    def _render_body(self):
+        from rich.columns import Columns
+        from rich.console import Group
+
+        named = {g for _, groups in ISV_PANELS for g in groups} | set(COMPACT_GROUPS) | {LOSS_GROUP}
+        panels = list(ISV_PANELS) + [(g, (g,)) for g in S.GROUPS if g not in named]
+        top = [self._group_panel(title, groups) for title, groups in panels[:4]]
+        middle = [self._group_panel(title, groups) for title, groups in panels[4:]]
+        middle += [self._losses_panel(), self._reward_panel(), self._spark_panel()]
+        compact = [self._compact_panel(g) for g in COMPACT_GROUPS if g in S.GROUPS]
+        return Group(Columns(top), Columns(middle), *compact)
+
+    def _group_panel(self, title: str, groups: tuple[str, ...]):
+        from rich.panel import Panel
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(justify="right", no_wrap=True)
+        for s in S.SLOTS:
+            if s.group in groups:
+                grid.add_row(s.name, fmt(self._slot(s.name)))
+                if s.index == S.RL_K_LOOP_MULT:
+                    # the fixed point read as the learner does: K = clamp(round(mult / 2048), 1, K_MAX)
+                    k = min(max(round(self._slot(s.name) / S.K_FIXED_POINT), 1), S.K_MAX)
+                    grid.add_row("  K", str(k))
+        return Panel(grid, title=title, title_align="left")
+
+    def _compact_panel(self, group: str):
+        from rich.panel import Panel
+        from rich.text import Text
+
+        prefix = "obs_" if group == "obs" else ""
+        items = [f"{s.name.removeprefix(prefix)}={fmt(self._slot(s.name))}" for s in S.SLOTS if s.group == group]
+        return Panel(Text("  ".join(items)), title=group, title_align="left")
+
+    def _losses_panel(self):
+        from rich.panel import Panel
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(justify="right", no_wrap=True)
+        for s in S.SLOTS:
+            if s.group == LOSS_GROUP:
+                grid.add_row(s.name, fmt(self._slot(s.name)))
+        for k, v in self.metrics.items():
+            if k.startswith(LOSS_PREFIX):
+                grid.add_row(k, fmt(v))
+        return Panel(grid, title="losses", title_align="left")
+
+    def _reward_panel(self):
+        from rich.panel import Panel
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(justify="right", no_wrap=True)
+        rows = [(k, v) for k, v in self.metrics.items() if not k.startswith(LOSS_PREFIX)]
+        for k, v in rows:
+            grid.add_row(k, fmt(v))
+        if not rows:
+            grid.add_row("(no metrics yet)", "")
+        return Panel(grid, title="reward / PnL / trades", title_align="left")
+
+    def _spark_panel(self):
+        from rich.panel import Panel
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(no_wrap=True)
+        grid.add_column(justify="right", no_wrap=True)
+        for label, name in SPARK_SERIES:
+            h = self.history[name]
+            grid.add_row(label, sparkline(list(h), HISTORY) if h else "", fmt(h[-1]) if h else "-")
+        return Panel(grid, title=f"trends (last {HISTORY} intervals)", title_align="left")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "/"))
+        else:
+            out[key] = v
+    return out

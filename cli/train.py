@@ -1,0 +1,111 @@
+"""``alpharl train``: train the agent; live dashboard, run directory, clean stop on Ctrl-C.
+
+Options resolve in three layers: ``TrainConfig``'s defaults, then the
+``--config FILE.toml`` file (or, with ``--resume RUN`` and no ``--config``,
+the resumed run's own ``config.toml``), then the options given on the command
+line. Every option's Typer default is None, meaning "not given", so only what
+was typed overrides the file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from alpharl.checkpoint import CHECKPOINT_FILE
+from alpharl.cli.errors import UserError, user_errors
+from alpharl.config import BACKENDS, TrainConfig
+from alpharl.diag import DIAG_FILE
+
+#: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+#: The resolved config every run directory holds.
+CONFIG_FILE = "config.toml"
+
+_D = TrainConfig()
+
+
+def train(
+    steps: Annotated[int | None, typer.Option("--steps", help=f"Training steps (each steps all B backtests once). (default: {_D.steps})", show_default=False)] = None,
+    b: Annotated[int | None, typer.Option("--b", "-b", help=f"B, backtests run side by side. (default: {_D.b})", show_default=False)] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="LOBSTER zip, CSV pair, folder or cached Arrow file. (default: the embedded sample)", show_default=False)] = None,
+    synthetic: Annotated[bool | None, typer.Option("--synthetic/--replay", help="Train on the synthetic Poisson order-flow market instead of replayed data. (default: replay)", show_default=False)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help=f"Seed of everything (init, PRNGs, episode starts, replay). (default: {_D.seed})", show_default=False)] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory. (default: runs/<timestamp>-s<seed>)", show_default=False)] = None,
+    diag_every: Annotated[int | None, typer.Option("--diag-every", help=f"Steps between diagnostic rows. (default: {_D.diag_every})", show_default=False)] = None,
+    checkpoint_every: Annotated[int | None, typer.Option("--checkpoint-every", help=f"Steps between checkpoints (0: only at the end). (default: {_D.checkpoint_every})", show_default=False)] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue the run in this directory from its checkpoint.", show_default=False)] = None,
+    graph: Annotated[bool | None, typer.Option("--graph/--no-graph", help="Capture the step as a CUDA graph (cuda backend). (default: graph)", show_default=False)] = None,
+    backend: Annotated[str | None, typer.Option("--backend", help=f"{' | '.join(BACKENDS)}: auto = cuda with a GPU, else numpy. (default: {_D.backend})", show_default=False)] = None,
+    minibatch: Annotated[int | None, typer.Option("--minibatch", help=f"Q minibatch drawn from the replay per learning iteration. (default: {_D.minibatch})", show_default=False)] = None,
+    replay_capacity: Annotated[int | None, typer.Option("--replay-capacity", help=f"Transitions held by the prioritized replay. (default: {_D.replay_capacity})", show_default=False)] = None,
+    reward_scale: Annotated[float | None, typer.Option("--reward-scale", help=f"Reward ($) multiplier before learning. (default: {_D.reward_scale})", show_default=False)] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file of options; command-line options override it.", show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live dashboard: a plain progress line at most once a minute.")] = False,
+) -> None:
+    """Train the agent: B backtests side by side, one run directory of config, diagnostics, checkpoints, summary."""
+    with user_errors():
+        cfg = resolve_config(
+            config_file=config, resume=resume,
+            overrides=dict(steps=steps, b=b, data=None if data is None else str(data), synthetic=synthetic, seed=seed,
+                           run_dir=None if run_dir is None else str(run_dir), diag_every=diag_every,
+                           checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
+                           replay_capacity=replay_capacity, reward_scale=reward_scale))
+        check_paths(cfg, resume)
+        summary = _run(cfg, resume, quiet)
+    if summary.get("interrupted"):
+        where = summary.get("run_dir", cfg.run_dir)
+        typer.echo(f"alpharl: interrupted at step {summary.get('steps', '?')}; checkpoint and diagnostics are in "
+                   f"{where} (continue with --resume {where})", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def resolve_config(config_file: Path | None, resume: Path | None, overrides: dict) -> TrainConfig:
+    """Defaults <- config file (or the resumed run's config.toml) <- command-line options; validated."""
+    if config_file is not None:
+        base = TrainConfig.from_toml(config_file)
+    elif resume is not None and (Path(resume) / CONFIG_FILE).is_file():
+        base = TrainConfig.from_toml(Path(resume) / CONFIG_FILE)
+    else:
+        base = TrainConfig()
+    cfg = base.with_overrides(**overrides)
+    if resume is not None and overrides.get("run_dir") is None:
+        cfg = cfg.with_overrides(run_dir=str(resume))
+    if cfg.synthetic and cfg.data is not None:
+        raise UserError(f"--data {cfg.data} and --synthetic exclude each other (synthetic needs no data file)")
+    return cfg.validate()
+
+
+def check_paths(cfg: TrainConfig, resume: Path | None) -> None:
+    """Fail early, in one line, on paths that cannot work; never overwrite an earlier run."""
+    if cfg.data is not None and not Path(cfg.data).exists():
+        raise UserError(f"--data {cfg.data}: no such file or directory")
+    if resume is not None:
+        resume = Path(resume)
+        if not resume.exists():
+            raise UserError(f"--resume {resume}: no such run directory")
+        if not resume.is_dir():
+            raise UserError(f"--resume {resume}: not a run directory")
+        if not (resume / CHECKPOINT_FILE).is_file():
+            raise UserError(f"--resume {resume}: no {CHECKPOINT_FILE} there (nothing to continue from)")
+    elif cfg.run_dir is not None:
+        rd = Path(cfg.run_dir)
+        if rd.exists() and not rd.is_dir():
+            raise UserError(f"--run-dir {rd}: exists and is not a directory")
+        if any((rd / f).exists() for f in (DIAG_FILE, CHECKPOINT_FILE)):
+            raise UserError(f"--run-dir {rd}: already holds a run; continue it with --resume {rd} or choose another directory")
+
+
+def _run(cfg: TrainConfig, resume: Path | None, quiet: bool) -> dict:
+    from alpharl.dashboard import Dashboard
+    from alpharl.run import train as run_train
+
+    with Dashboard(total_steps=cfg.steps, b=cfg.b, quiet=quiet) as dash:
+        try:
+            summary = run_train(cfg, resume=None if resume is None else str(resume), dashboard=dash)
+        except KeyboardInterrupt:
+            # The trainer saves on SIGINT itself; a second Ctrl-C during that save lands here.
+            return {"interrupted": True, "steps": dash.step, "run_dir": cfg.run_dir or dash.run_dir}
+        dash.finish(summary)
+    return summary
