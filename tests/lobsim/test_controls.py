@@ -1,0 +1,184 @@
+"""Backtester controls on hand-made markets whose outcome is known exactly: queue models,
+partial / all-or-nothing fills, fees per share / per value, latency, position limit,
+forced flatten, round trips; the scripted driver and the Arrow fills log. Every case runs
+on the GPU kernels and on the NumPy reference."""
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from alpharl import actions as A
+from alpharl.lobster.format import EV_CANCEL, EV_EXEC, EV_NEW
+from alpharl.reference.lobsim import ReferenceLobSim
+from alpharl.sim import FILLS_SCHEMA, FillsLog, LobSim, SimParams, read_fills, run_script
+from alpharl.sim import layout as L
+from lobsim_helpers import make_market
+
+BUY, SELL = 1, -1
+BOOK = [102, 500, 100, 300, 103, 100, 99, 100]   # ask 102x500 / bid 100x300, second levels 103 / 99
+
+
+def _book(bid_size):
+    b = list(BOOK)
+    b[3] = bid_size
+    return b
+
+
+#: Resting bid at 100 behind 300 shares: 500 join behind us, 100 cancel, then trades of 350 and 100.
+QUEUE_ROWS = [
+    (EV_NEW, SELL, 10, 105, _book(300)),
+    (EV_NEW, BUY, 500, 100, _book(800)),
+    (EV_CANCEL, BUY, 100, 100, _book(700)),
+    (EV_EXEC, BUY, 350, 100, _book(350)),
+    (EV_EXEC, BUY, 100, 100, _book(250)),
+    (EV_NEW, SELL, 10, 106, _book(250)),
+]
+#: A quiet market: nothing touches the top of the book.
+QUIET_ROWS = [(EV_NEW, SELL, 10, 110, _book(300))] * 8
+
+
+def _params(rows, **kw):
+    # one event per step and a window spanning the whole market: every episode starts at row 0
+    kw.setdefault("episode_steps", len(rows) - 1)
+    return SimParams(events_per_step=1, fills_log_capacity=16, **kw)
+
+
+def _sim(kind, rows, params, B=1, seed=3):
+    market = make_market(rows)
+    return (LobSim if kind == "kernels" else ReferenceLobSim)(market, params, B, seed)
+
+
+#: Kernels (LobSim, on the GPU or the CUDA simulator) and the NumPy reference.
+BACKENDS = ["kernels", "numpy"]
+
+
+def _fills(res, b=0):
+    return [r for r in res.fills.to_pylist() if r["backtest"] == b]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_risk_averse_queue_partial_fills(kind):
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"))
+    res = run_script(sim, [A.JOIN_BID, A.HOLD])                       # two steps: placed, then the cancel
+    assert sim.field("buy_qa0")[0] == 300
+    assert sim.field("buy_qa")[0] == 300                              # cancellations never advance us
+    res = run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD])
+    f = _fills(res)
+    # the 350-share trade takes the 300 ahead and 50 of ours; the next 100 fills the rest;
+    # the window then ends and the position is flattened at the bid
+    assert [(x["maker"], x["side"], x["quantity"], x["price_ticks"], x["event_row"]) for x in f] == \
+        [(True, BUY, 50, 100, 3), (True, BUY, 50, 100, 4), (False, SELL, 100, 100, 5)]
+    assert f[0]["queue_ahead"] == 300 and f[0]["order_id"] == f[1]["order_id"] != f[2]["order_id"]
+    assert res.truncated[-1, 0] == 1 and res.done[-1, 0] == 1
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_all_or_nothing_waits_for_a_whole_fill(kind):
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse", partial_fills=False))
+    res = run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD])
+    f = _fills(res)
+    assert [(x["maker"], x["quantity"], x["event_row"]) for x in f] == [(True, 100, 4), (False, 100, 5)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_probabilistic_queue_cancels_ahead_with_probability_qa_over_size(kind):
+    B = 24
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="probabilistic"), B=B, seed=11)
+    run_script(sim, np.full((2, B), A.HOLD, np.int32) + np.array([[A.JOIN_BID], [A.HOLD]], np.int32))
+    qa = sim.field("buy_qa")
+    # the 100 cancelled of 800 visible were ahead of our 300 with probability 3/8
+    assert set(qa.tolist()) == {200, 300}
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("mode", ["per_share", "per_value"])
+def test_fees_per_share_and_per_value(kind, mode):
+    rate = 0.003 if mode == "per_share" else 2e-5
+    sim = _sim(kind, QUIET_ROWS, _params(QUIET_ROWS, fee_mode=mode, taker_fee=rate))
+    res = run_script(sim, [A.MARKET_BUY, A.MARKET_SELL])
+    buy, sell = _fills(res)
+    assert (buy["side"], buy["price"], sell["side"], sell["price"]) == (BUY, 1.02, SELL, 1.00)
+    per = (lambda f: rate * f["quantity"]) if mode == "per_share" else (lambda f: rate * f["quantity"] * f["price"])
+    assert buy["fee"] == pytest.approx(per(buy)) and sell["fee"] == pytest.approx(per(sell))
+    # a round trip ends the episode; its rewards sum to its PnL
+    pnl = 100 * (1.00 - 1.02) - per(buy) - per(sell)
+    assert res.done[1, 0] == 1 and res.truncated[1, 0] == 0
+    assert res.trade_pnl[1, 0] == pytest.approx(pnl, abs=1e-5)
+    assert res.reward[:2, 0].sum() == pytest.approx(pnl, abs=1e-5)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_latency_delays_orders_by_events(kind):
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, latency_events=2, queue_model="risk_averse"))
+    run_script(sim, [A.JOIN_BID])
+    obs = sim.obs.copy_to_host() if kind == "kernels" else sim.obs
+    assert obs[0, 4 * 2 + L.OBX_BUY_FLAG] == 0.5                       # pending
+    run_script(sim, [A.JOIN_BID, A.HOLD])
+    assert sim.field("buy_live_at")[0] == L.LIVE
+    assert sim.field("buy_qa0")[0] == 700                              # the queue when it went live, at row 2
+    res = run_script(sim, [A.MARKET_BUY, A.HOLD, A.HOLD])
+    assert [(f["event_row"], f["price_ticks"]) for f in _fills(res)][0] == (2, 102)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_position_limit_refuses_orders(kind):
+    sim = _sim(kind, QUIET_ROWS, _params(QUIET_ROWS, max_position=200))
+    res = run_script(sim, [A.MARKET_BUY, A.MARKET_BUY, A.MARKET_BUY, A.JOIN_BID])
+    assert sim.field("inventory")[0] == 200
+    assert sim.field("refused")[0] == 2
+    assert sim.field("buy_qty")[0] == 0
+    assert sum(f["quantity"] for f in _fills(res)) == 200
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("flatten", [True, False])
+def test_forced_flatten_switch(kind, flatten):
+    rows = QUIET_ROWS[:4]
+    sim = _sim(kind, rows, _params(rows, force_flatten=flatten))
+    res = run_script(sim, [A.MARKET_BUY, A.HOLD, A.HOLD])
+    f = _fills(res)
+    assert res.truncated[2, 0] == 1 and res.done[2, 0] == 1
+    assert len(f) == (2 if flatten else 1)
+    cost = 100 * 1.02 + f[0]["fee"]
+    expected = (100 * 1.00 - f[1]["fee"] - cost) if flatten else (100 * 1.01 - cost)   # open position marked at mid
+    assert res.trade_pnl[2, 0] == pytest.approx(expected, abs=1e-5)
+    assert res.reward[:, 0].sum() == pytest.approx(expected, abs=1e-5)
+    assert sim.field("inventory")[0] == 0 and sim.field("cash")[0] == 0.0      # the reset dropped it
+
+
+def test_scripted_driver_same_on_gpu_and_reference(rng):
+    from lobsim_helpers import real_market
+
+    market = real_market(rows=1_500)
+    params = SimParams(events_per_step=4, episode_steps=10, fills_log_capacity=32)
+    B, T = 4, 25
+    acts = rng.integers(0, 9, size=(T, B)).astype(np.int32)
+    runs = [run_script(cls(market, params, B, 5), acts) for cls in (LobSim, ReferenceLobSim)]
+    np.testing.assert_allclose(runs[0].reward, runs[1].reward, rtol=2e-6, atol=1e-6)
+    assert runs[0].fills.drop(["fee", "price"]).equals(runs[1].fills.drop(["fee", "price"]))
+    assert runs[0].fills.num_rows > 0
+
+    def policy(obs):
+        """Join the bid when flat, the ask when long (reads the observation's position)."""
+        pos = obs[:, 4 * market.levels + L.OBX_POSITION]
+        return np.where(pos > 0, A.JOIN_ASK, A.JOIN_BID)
+
+    runs = [run_script(cls(market, params, B, 5), policy, steps=T) for cls in (LobSim, ReferenceLobSim)]
+    np.testing.assert_array_equal(runs[0].actions, runs[1].actions)
+    np.testing.assert_allclose(runs[0].reward, runs[1].reward, rtol=2e-6, atol=1e-6)
+
+
+def test_fills_log_arrow_file(tmp_path):
+    sim = _sim("numpy", QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"), B=2)
+    path = tmp_path / "fills.arrow"
+    sim.reset()
+    with FillsLog(path, sim) as log:
+        for a in (A.JOIN_BID, A.HOLD, A.HOLD):
+            sim.step(np.full(2, a, np.int32))
+        log.drain()
+        for _ in range(2):
+            sim.step(np.full(2, A.HOLD, np.int32))
+    table = read_fills(path)
+    assert table.schema.equals(FILLS_SCHEMA)
+    assert table.num_rows == 6 and log.lost == 0
+    assert table.column("backtest").to_pylist() == [0, 1, 0, 0, 1, 1]   # per drain, by backtest
+    assert pa.compute.sum(table.column("quantity")).as_py() == 2 * 200
