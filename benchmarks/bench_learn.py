@@ -1,0 +1,211 @@
+"""Micro-benchmark of the learning kernels (not a test).
+
+For each env batch B (replay minibatch M = B unless --m is given) it times,
+with CUDA events on one stream:
+
+- ``update``: one whole learning update (Learner.update: all heads' forward,
+  losses, backward, encoder backward, guard + Adam), replayed from a CUDA graph
+  (the trainer's way; --eager times plain launches instead);
+- each main matrix product alone (encoder layer 2 forward / dX / [dW; db],
+  Q advantage stream forward / [dW; db]) and guard + Adam;
+
+and prints µs and achieved TFLOP/s (GEMM FLOPs only, 2 m n k each) against the
+fp32 peak, then writes ``benchmarks/results/learn_<date>.md`` and ``.json``.
+
+    python benchmarks/bench_learn.py --b 16 256 4096 65536
+    ALPHARL_TARGET=sim python benchmarks/bench_learn.py --quick   # smoke run, no GPU
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+import alpharl  # noqa: F401  (chooses the target before numba is imported)
+from alpharl import isv as S
+from alpharl import target
+from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS
+
+#: fp32 (non-tensor) peak of an H200 SXM, TFLOP/s.
+H200_FP32_PEAK_TFLOPS = 67.0
+#: Default observation width (the simulator's is set by its config; ~40 for 10 book levels).
+DEFAULT_OBS_DIM = 40
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def update_flops(b: int, m: int, d: int, h: int) -> dict:
+    """GEMM FLOPs of one learning update, by phase (2 m n k per product)."""
+    rows, grows = 2 * b + 2 * m, b + m
+    nq = N_ACTIONS * N_ATOMS
+    small = N_ACTIONS + 3  # pi + V + BCE + AUX outputs
+    fwd = (rows * (d * h + h * h) + m * (d * h + h * h)          # online + target encoder
+           + 2 * m * h * nq + rows * h * N_ATOMS + m * h * (nq + N_ATOMS)  # Q online + target
+           + b * h * (N_ACTIONS + 2) + rows * h)                 # pi, BCE, AUX on s_t; V on all rows
+    bwd = (2 * m * h * (nq + N_ATOMS) + 2 * b * h * small        # heads: dW and dX
+           + 2 * grows * h * h + grows * d * h)                  # encoder: l2 dW + dX, l1 dW
+    return {"forward": 2.0 * fwd, "backward": 2.0 * bwd, "total": 2.0 * (fwd + bwd)}
+
+
+class Timer:
+    """CUDA-event timing on a stream; wall clock under the simulator (its events report -1)."""
+
+    def __init__(self, stream):
+        from numba import cuda
+
+        self.stream = stream
+        self.sim = target.on_simulator()
+        self.e0, self.e1 = cuda.event(), cuda.event()
+
+    def time_us(self, fn, iters: int, warmup: int) -> float:
+        for _ in range(warmup):
+            fn()
+        self.stream.synchronize()
+        t0 = time.perf_counter()
+        self.e0.record(self.stream)
+        for _ in range(iters):
+            fn()
+        self.e1.record(self.stream)
+        self.e1.synchronize()
+        if self.sim:
+            return (time.perf_counter() - t0) * 1e6 / iters
+        return self.e0.elapsed_time(self.e1) * 1e3 / iters
+
+
+def _batches(b: int, m: int, d: int, rng):
+    from numba import cuda
+
+    from alpharl.learner import EnvBatch, ReplayBatch
+
+    f = lambda *s: cuda.to_device(rng.standard_normal(s).astype(np.float32))  # noqa: E731
+    ints = lambda n: cuda.to_device(rng.integers(0, N_ACTIONS, n).astype(np.int32))  # noqa: E731
+    u01 = lambda n: cuda.to_device((rng.uniform(size=n) < 0.5).astype(np.float32))  # noqa: E731
+    env = EnvBatch(f(b, d), ints(b), cuda.to_device(np.full(b, -np.log(N_ACTIONS), np.float32)), f(b), u01(b),
+                   f(b, d), u01(b), f(b))
+    rep = ReplayBatch(f(m, d), ints(m), f(m), u01(m), f(m, d), cuda.to_device(np.ones(m, np.float32)))
+    return env, rep
+
+
+def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bool) -> dict:
+    from numba import cuda
+
+    from alpharl.cuda_kernels.nets import adam as KA
+    from alpharl.cuda_kernels.nets import gemm as G
+    from alpharl.learner import Learner
+    from alpharl.nets import Nets, _cdiv
+
+    rng = np.random.default_rng(0)
+    stream = cuda.stream()
+    nets = Nets(d, seed=0, hidden=h)
+    learner = Learner(nets, b, m, stream=stream)
+    env, rep = _batches(b, m, d, rng)
+    isv = cuda.to_device(S.bootstrap_vector())
+    gate = cuda.to_device(np.ones(1, np.int32))
+    timer = Timer(stream)
+    ln, L, p, gr = learner.launch, nets.layout.layers, nets.params, nets.grads
+    rows, grows = 2 * b + 2 * m, b + m
+    nq = N_ACTIONS * N_ATOMS
+
+    def update():
+        learner.update(env, rep, isv, gate)
+
+    update()  # compile every kernel before timing or capture
+    stream.synchronize()
+    mode = "eager"
+    run = update
+    if not eager and not target.on_simulator():
+        from alpharl.graph import CapturedGraph
+
+        graph = CapturedGraph(stream, update)
+        run, mode = graph.replay, f"graph ({graph.n_nodes} nodes)"
+    res = {"B": b, "M": m, "obs_dim": d, "hidden": h, "mode": mode, "flops": update_flops(b, m, d, h)}
+    res["update_us"] = timer.time_us(run, iters, warmup)
+
+    kernels = {
+        "enc.l2 forward": (lambda: ln.forward(gate, learner.h1, rows, L["enc.l2"], p, learner.h, G.ACT_TANH),
+                           2.0 * rows * h * h),
+        "enc.l2 dX": (lambda: ln.backward_dx(gate, learner.dh, grows, L["enc.l2"], p, learner.dh1, False,
+                                             y_tanh=learner.h1), 2.0 * grows * h * h),
+        "enc.l2 [dW; db]": (lambda: ln.backward_dw(gate, learner.h1, learner.dh, grows, L["enc.l2"], gr,
+                                                   learner.partial), 2.0 * grows * h * h),
+        "q.adv forward": (lambda: ln.forward(gate, learner.h[b * h:], 2 * m, L["q.adv"], p, learner.q_adv,
+                                             G.ACT_NONE), 2.0 * 2 * m * h * nq),
+        "q.adv [dW; db]": (lambda: ln.backward_dw(gate, learner.h[b * h:], learner.d_adv, m, L["q.adv"], gr,
+                                                  learner.partial), 2.0 * m * h * nq),
+    }
+    n = nets.layout.n_params
+
+    def guard_adam():
+        KA.rl_grad_guard[KA.N_MODULES, KA.REDUCE_BLOCK, stream](gate, gr, nets.table, isv, nets.adam_state)
+        KA.rl_adam[_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, stream](
+            gate, p, gr, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv, nets.adam_state)
+
+    res["kernels"] = {}
+    for name, (fn, flops) in kernels.items():
+        us = timer.time_us(fn, iters, warmup)
+        res["kernels"][name] = {"us": us, "tflops": flops / us * 1e-6}
+    res["kernels"]["guard + adam"] = {"us": timer.time_us(guard_adam, iters, warmup), "tflops": 0.0}
+    res["update_tflops"] = res["flops"]["total"] / res["update_us"] * 1e-6
+    return res
+
+
+def _table(results: list[dict], peak: float) -> str:
+    lines = ["| B | M | update µs | update TFLOP/s | % fp32 peak | " +
+             " | ".join(f"{k} µs (TFLOP/s)" for k in results[0]["kernels"]) + " |",
+             "|" + "---|" * (5 + len(results[0]["kernels"]))]
+    for r in results:
+        cells = [str(r["B"]), str(r["M"]), f"{r['update_us']:.1f}", f"{r['update_tflops']:.2f}",
+                 f"{100 * r['update_tflops'] / peak:.1f}%"]
+        cells += [f"{k['us']:.1f} ({k['tflops']:.2f})" for k in r["kernels"].values()]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--b", type=int, nargs="+", default=[16, 256, 4096, 65536], help="env batch sizes B")
+    ap.add_argument("--m", type=int, default=0, help="replay minibatch M (default: M = B)")
+    ap.add_argument("--obs-dim", type=int, default=DEFAULT_OBS_DIM, help="observation width")
+    ap.add_argument("--hidden", type=int, default=HIDDEN, help="encoder width (the package uses HIDDEN)")
+    ap.add_argument("--iters", type=int, default=50, help="timed repetitions")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
+    ap.add_argument("--eager", action="store_true", help="time plain launches instead of a CUDA graph replay")
+    ap.add_argument("--peak", type=float, default=H200_FP32_PEAK_TFLOPS, help="fp32 peak TFLOP/s")
+    ap.add_argument("--quick", action="store_true", help="tiny smoke run (B=2, M=2, obs 6, hidden 8, 1 iteration)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="results folder")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.b, args.m, args.obs_dim, args.hidden, args.iters, args.warmup = [2], 2, 6, 8, 1, 0
+    from numba import cuda
+
+    device = "CUDA simulator" if target.on_simulator() else cuda.get_current_device().name
+    device = device.decode() if isinstance(device, bytes) else str(device)
+    results = []
+    for b in args.b:
+        r = bench_one(b, args.m or b, args.obs_dim, args.hidden, args.iters, args.warmup, args.eager)
+        results.append(r)
+        print(f"B={b:6d} M={r['M']:6d}  update {r['update_us']:10.1f} µs  {r['update_tflops']:6.2f} TFLOP/s  "
+              f"[{r['mode']}]  " + "  ".join(f"{k}: {v['us']:.1f} µs {v['tflops']:.2f}" for k, v in r["kernels"].items()),
+              flush=True)
+    table = _table(results, args.peak)
+    print(table)
+    stamp = dt.datetime.now().strftime("%Y-%m-%d")
+    tag = "" if not target.on_simulator() else "_sim"
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = {"date": stamp, "device": device, "peak_tflops": args.peak, "python": platform.python_version(),
+            "iters": args.iters, "warmup": args.warmup}
+    (args.out / f"learn_{stamp}{tag}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    md = (f"# Learning-update micro-benchmark, {stamp}\n\nDevice: {device}; fp32 peak {args.peak} TFLOP/s; "
+          f"{args.iters} timed repetitions after {args.warmup} warm-up. TFLOP/s count GEMM FLOPs only.\n\n"
+          f"{table}\n")
+    (args.out / f"learn_{stamp}{tag}.md").write_text(md)
+    print(f"wrote {args.out / f'learn_{stamp}{tag}.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
