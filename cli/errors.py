@@ -50,7 +50,7 @@ class user_errors:
 
     Maps ``UserError`` and the one-line error types of the package
     (``ConfigError``, ``LobsterFormatError``, ``CheckpointError``,
-    ``ReportError``) and disk/path ``OSError``s; anything else propagates
+    ``ReportError``, ``EvalError``) and disk/path ``OSError``s; anything else propagates
     (a bug should show its traceback).
     """
 
@@ -62,10 +62,11 @@ class user_errors:
             return False
         from alpharl.checkpoint import CheckpointError
         from alpharl.config import ConfigError
+        from alpharl.evaluate import EvalError
         from alpharl.lobster.errors import LobsterFormatError
         from alpharl.report import ReportError
 
-        if isinstance(exc, (UserError, ConfigError, LobsterFormatError, CheckpointError, ReportError)):
+        if isinstance(exc, (UserError, ConfigError, LobsterFormatError, CheckpointError, ReportError, EvalError)):
             fail(" ".join(str(exc).split()))
         if isinstance(exc, OSError):
             line = describe_os_error(exc)

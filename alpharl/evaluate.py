@@ -1,0 +1,304 @@
+"""Evaluation of a trained policy on a held-out window, next to baseline policies.
+
+Every policy runs on the same market window, with the same B, seed and
+simulator parameters, through the scripted driver (``alpharl.sim.driver``);
+each starts from a fresh simulator with the same seed, so the episodes start
+at the same offsets.
+
+Policies:
+
+- ``sampled``: a ~ softmax(pi logits) of the checkpoint's network, drawn with
+  the training sampler's NumPy twin (xorshift32 per backtest);
+- ``greedy``: argmax of the pi logits;
+- baselines: ``hold`` (never trade), ``random`` (uniform over the nine
+  actions), ``periodic`` (market buy, hold ``period`` steps, market sell: one
+  round trip per period), ``join`` (rest at the touch on both sides: join bid
+  and join ask on alternate steps; re-joining the same price keeps the queue
+  position).
+
+Statistics (``trade_stats``), in dollars, from the per-step rewards r[t, b]
+(change of mark-to-market equity after fees, so a trade's rewards sum to its PnL):
+
+- ``pnl``: Σ r over steps and backtests; ``pnl_per_backtest`` = pnl / B;
+- ``sharpe``: mean / std (ddof 1) of the per-step portfolio return
+  x_t = mean_b r[t, b], times √(steps per year). A step spans
+  ``events_per_step`` market events; the window's own event rate gives its
+  seconds, and a year is ``TRADING_DAYS`` × ``TRADING_SECONDS_PER_DAY``
+  (252 × 6.5 h). ``sharpe_per_step`` is the ratio before annualisation (the
+  synthetic market has no clock: only that one is given);
+- ``max_drawdown``: the largest fall of the equity curve Σ_{s<=t} x_s from its
+  running peak (which starts at 0);
+- ``trades`` (closed round trips, truncated ones included), ``win_rate``
+  (share with PnL > 0), ``avg_trade`` (mean PnL per trade).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from alpharl import actions as A
+from alpharl.sizes import N_ACTIONS
+
+POLICIES = ("sampled", "greedy")
+BASELINES = ("hold", "random", "periodic", "join")
+ALL = POLICIES + BASELINES
+#: Annualisation of the Sharpe ratio: US equity trading year.
+TRADING_DAYS = 252
+TRADING_SECONDS_PER_DAY = 6.5 * 3600
+#: Default held-out window: this last fraction of the event stream.
+DEFAULT_START = 0.8
+DEFAULT_END = 1.0
+#: Steps a periodic round trip is held open.
+DEFAULT_PERIOD = 20
+#: Fill records kept per backtest per step when a fills log is asked for (drained every step).
+FILLS_PER_STEP = 64
+#: PRNG stream of the evaluation's own draws (sampled policy, random baseline), apart from the sim's.
+EVAL_STREAM = 7
+
+
+class EvalError(ValueError):
+    """Bad evaluation input (window, policy name, checkpoint): one line."""
+
+
+@dataclass
+class Window:
+    """The evaluated rows [first, stop) of the event stream and the seconds they span (None: synthetic)."""
+
+    first: int
+    stop: int
+    seconds: float | None
+
+
+def select_window(market, start: float, end: float):
+    """Rows start..end (fractions of the event stream) of a MarketData; (market window, Window)."""
+    if not (0.0 <= start < end <= 1.0):
+        raise EvalError(f"--start {start} --end {end}: need 0 <= start < end <= 1")
+    n = market.n_events
+    a, b = int(round(start * n)), int(round(end * n))
+    win = market.window(a, b)
+    seconds = float(win.time[-1] - win.time[0]) if win.n_events > 1 else None
+    return win, Window(a, b, seconds if seconds and seconds > 0 else None)
+
+
+def fit_params(sim_params, n_rows: int | None):
+    """Simulator parameters whose episode window fits the evaluated rows (episodes shortened if needed)."""
+    if n_rows is None:
+        return sim_params
+    e = sim_params.events_per_step
+    fit = n_rows // e - 2
+    if fit < 1:
+        raise EvalError(f"window of {n_rows} events is shorter than two env steps ({e} events each); widen --start/--end")
+    return dataclasses.replace(sim_params, episode_steps=min(sim_params.episode_steps, fit))
+
+
+# ------------------------------------------------------------------ policies
+class NetPolicy:
+    """pi of a checkpoint's flat parameter vector (NetLayout order), on host observations."""
+
+    def __init__(self, params: np.ndarray, obs_dim: int, greedy: bool, b: int, seed: int):
+        from alpharl.nets import NetLayout
+        from alpharl.prng import seed_states
+
+        self.layout = NetLayout(obs_dim)
+        params = np.asarray(params, np.float32).ravel()
+        if params.size != self.layout.n_params:
+            raise EvalError(f"checkpoint network has {params.size} parameters; observations of size {obs_dim} "
+                            f"need {self.layout.n_params} (trained on another level count?)")
+        self.params = params
+        self.greedy = greedy
+        self.prng = seed_states(seed, b, EVAL_STREAM)
+        self.actions = np.zeros(b, np.int32)
+        self.logp = np.zeros(b, np.float32)
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        from alpharl.reference.learner import _w, encode
+        from alpharl.reference.nets import linear
+
+        _, h = encode(self.params, self.layout, np.asarray(obs, np.float32))
+        return np.asarray(linear(h, *_w(self.params, self.layout, "pi.out")), np.float32)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        logits = self.logits(obs)
+        if self.greedy:
+            return np.argmax(logits, axis=1).astype(np.int32)
+        from alpharl.reference.sampling import rl_pi_action_kernel
+
+        rl_pi_action_kernel(logits, self.prng, self.actions, self.logp)
+        return self.actions.copy()
+
+
+class Baseline:
+    """A scripted policy: ``hold``, ``random``, ``periodic`` or ``join`` (module doc)."""
+
+    def __init__(self, name: str, b: int, seed: int, period: int = DEFAULT_PERIOD):
+        if name not in BASELINES:
+            raise EvalError(f"--policy {name!r}: expected one of {', '.join(ALL)}")
+        self.name, self.b, self.period = name, b, max(2, int(period))
+        self.rng = np.random.default_rng([seed, EVAL_STREAM])
+        self.t = 0
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        t, self.t = self.t, self.t + 1
+        if self.name == "hold":
+            a = A.HOLD
+        elif self.name == "random":
+            return self.rng.integers(0, N_ACTIONS, size=self.b, dtype=np.int32)
+        elif self.name == "periodic":
+            phase = t % self.period
+            a = A.MARKET_BUY if phase == 0 else A.MARKET_SELL if phase == self.period // 2 else A.HOLD
+        else:  # join the touch on both sides
+            a = A.JOIN_BID if t % 2 == 0 else A.JOIN_ASK
+        return np.full(self.b, a, np.int32)
+
+
+# --------------------------------------------------------------- statistics
+def trade_stats(reward: np.ndarray, done: np.ndarray, trade_pnl: np.ndarray, seconds_per_step: float | None) -> dict:
+    """PnL, Sharpe, max drawdown and trade statistics of one run (see module doc). Arrays [T, B]."""
+    reward = np.asarray(reward, np.float64)
+    t_steps, b = reward.shape
+    x = reward.mean(axis=1)                       # per-step portfolio return, $ per backtest
+    sd = float(x.std(ddof=1)) if t_steps > 1 else 0.0
+    sharpe_step = float(x.mean() / sd) if sd > 0 else float("nan")
+    per_year = (TRADING_DAYS * TRADING_SECONDS_PER_DAY / seconds_per_step) if seconds_per_step else None
+    curve = np.cumsum(x)
+    peak = np.maximum.accumulate(np.concatenate([[0.0], curve]))[1:]
+    closed = np.asarray(done, bool) & (np.asarray(trade_pnl) != 0)
+    trades = np.asarray(trade_pnl, np.float64)[closed]
+    n = int(trades.size)
+    return {
+        "pnl": float(reward.sum()),
+        "pnl_per_backtest": float(reward.sum() / b),
+        "sharpe": sharpe_step * math.sqrt(per_year) if per_year and math.isfinite(sharpe_step) else None,
+        "sharpe_per_step": sharpe_step if math.isfinite(sharpe_step) else None,
+        "max_drawdown": float((peak - curve).max()) if t_steps else 0.0,
+        "trades": n,
+        "win_rate": float((trades > 0).mean()) if n else None,
+        "avg_trade": float(trades.mean()) if n else None,
+        "steps": int(t_steps),
+        "backtests": int(b),
+    }
+
+
+# ------------------------------------------------------------------ running
+@dataclass
+class EvalSetup:
+    """Everything the policies share: market (window), simulator parameters, B, steps, seed, clock."""
+
+    market: object
+    sim_params: object
+    b: int
+    steps: int
+    seed: int
+    window: Window | None
+    obs_dim: int
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        if self.window is None or self.window.seconds is None:
+            return None
+        rows = self.window.stop - self.window.first
+        return self.window.seconds / max(rows - 1, 1) * self.sim_params.events_per_step
+
+
+def make_setup(config, data: str | None, start: float, end: float, b: int, steps: int | None, seed: int,
+               fills: bool) -> EvalSetup:
+    """Load the market (``data`` overrides the run's), cut the window, fit the simulator parameters."""
+    from alpharl.sim import layout as L
+    from alpharl.sim.market import SyntheticMarket
+
+    if b < 1:
+        raise EvalError(f"--b {b}: must be >= 1")
+    if steps is not None and steps < 1:
+        raise EvalError(f"--steps {steps}: must be >= 1")
+    params = config.sim
+    if fills:
+        params = dataclasses.replace(params, fills_log_capacity=max(params.fills_log_capacity, FILLS_PER_STEP))
+    if data is None and config.synthetic:
+        market, window = SyntheticMarket(config.synth), None
+        n_steps = steps or params.episode_steps
+    else:
+        market, window = select_window(load_market(data if data is not None else config.data), start, end)
+        params = fit_params(params, window.stop - window.first)
+        n_steps = steps or max(1, (window.stop - window.first) // params.events_per_step)
+    return EvalSetup(market, params, b, n_steps, seed, window, L.obs_dim(market.levels))
+
+
+def load_market(data: str | None):
+    from alpharl.lobster import load_embedded, load_lobster
+
+    if data is None:
+        return load_embedded()
+    if not Path(data).exists():
+        raise EvalError(f"--data {data}: no such file or directory")
+    return load_lobster(data)
+
+
+def run_policy(setup: EvalSetup, policy, backend: str = "numpy"):
+    """One policy on a fresh simulator: the driver's ScriptResult."""
+    from alpharl.sim.driver import run_script
+
+    if backend == "numpy":
+        from alpharl.reference.lobsim import ReferenceLobSim
+
+        sim = ReferenceLobSim(setup.market, setup.sim_params, setup.b, setup.seed)
+    else:
+        from alpharl.sim.lobsim import LobSim
+
+        sim = LobSim(setup.market, setup.sim_params, setup.b, setup.seed)
+    return run_script(sim, policy, steps=setup.steps)
+
+
+def make_policy(name: str, setup: EvalSetup, params: np.ndarray | None, period: int = DEFAULT_PERIOD):
+    if name in POLICIES:
+        if params is None:
+            raise EvalError(f"--policy {name}: needs a trained run (RUN with a checkpoint)")
+        return NetPolicy(params, setup.obs_dim, greedy=name == "greedy", b=setup.b, seed=setup.seed)
+    return Baseline(name, setup.b, setup.seed, period)
+
+
+def evaluate(setup: EvalSetup, names: list[str], params: np.ndarray | None, period: int = DEFAULT_PERIOD,
+             backend: str = "numpy") -> tuple[dict[str, dict], dict]:
+    """Run each named policy; returns ({name: trade_stats}, {name: fills table})."""
+    results, fills = {}, {}
+    for name in names:
+        r = run_policy(setup, make_policy(name, setup, params, period), backend)
+        results[name] = trade_stats(r.reward, r.done, r.trade_pnl, setup.seconds_per_step)
+        fills[name] = r.fills
+    return results, fills
+
+
+def write_fills(fills: dict, out: Path | str) -> Path:
+    """All policies' fills in one table with a ``policy`` column: Parquet (.parquet), CSV (.csv) or Arrow IPC."""
+    import pyarrow as pa
+
+    out = Path(out)
+    tables = [t.append_column("policy", pa.array([name] * t.num_rows, pa.string())) for name, t in fills.items()]
+    table = pa.concat_tables(tables) if tables else pa.table({})
+    tmp = out.with_name(out.name + ".tmp")
+    if out.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, tmp)
+    elif out.suffix == ".csv":
+        import pyarrow.csv as pcsv
+
+        pcsv.write_csv(table, tmp)
+    else:
+        import pyarrow.ipc as ipc
+
+        with ipc.new_file(str(tmp), table.schema) as w:
+            w.write_table(table)
+    tmp.replace(out)
+    return out
+
+
+def checkpoint_params(arrays: dict) -> np.ndarray:
+    """The online network's flat parameters from a checkpoint's arrays (key ``nets.params``)."""
+    for key in ("nets.params", "params"):
+        if key in arrays:
+            return np.asarray(arrays[key], np.float32)
+    raise EvalError("checkpoint holds no network parameters (no 'nets.params')")

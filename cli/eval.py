@@ -1,0 +1,100 @@
+"""``alpharl eval RUN``: the trained policy (sampled and greedy) on a held-out window, beside baselines."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from alpharl.cli.errors import UserError, user_errors
+from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, POLICIES
+
+#: Backends of the evaluation's simulator: the NumPy reference, or the kernels (GPU or CUDA simulator).
+EVAL_BACKENDS = ("numpy", "cuda", "sim")
+DEFAULT_EVAL_B = 16
+
+
+def eval_(
+    run: Annotated[Path | None, typer.Argument(help="Trained run directory (config.toml + checkpoint.npz). Optional with a baseline --policy.", show_default=False)] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="Market data to evaluate on. (default: the run's data)", show_default=False)] = None,
+    start: Annotated[float, typer.Option("--start", help="Window start, as a fraction of the event stream.")] = DEFAULT_START,
+    end: Annotated[float, typer.Option("--end", help="Window end, as a fraction of the event stream.")] = DEFAULT_END,
+    b: Annotated[int, typer.Option("--b", "-b", help="Backtests run side by side per policy.")] = DEFAULT_EVAL_B,
+    steps: Annotated[int | None, typer.Option("--steps", help="Env steps per policy. (default: one pass over the window's events)", show_default=False)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of episode starts and sampling. (default: the run's seed)", show_default=False)] = None,
+    policy: Annotated[str | None, typer.Option("--policy", help=f"Run this policy alone: {', '.join(ALL)}.", show_default=False)] = None,
+    period: Annotated[int, typer.Option("--period", help="Steps per round trip of the periodic baseline.")] = DEFAULT_PERIOD,
+    fills: Annotated[Path | None, typer.Option("--fills", help="Write every fill (all policies, with a 'policy' column) here: .parquet, .csv or Arrow.", show_default=False)] = None,
+    backend: Annotated[str, typer.Option("--backend", help=f"Simulator: {' | '.join(EVAL_BACKENDS)}.")] = "numpy",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON for scripts.")] = False,
+) -> None:
+    """Evaluate a trained policy on a held-out window: PnL, Sharpe, drawdown, trades, win rate, beside baselines."""
+    from alpharl import evaluate as E
+    from alpharl.checkpoint import load_checkpoint
+    from alpharl.config import TrainConfig
+
+    with user_errors():
+        if policy is not None and policy not in ALL:
+            raise UserError(f"--policy {policy!r}: expected one of {', '.join(ALL)}")
+        if backend not in EVAL_BACKENDS:
+            raise UserError(f"--backend {backend!r}: expected one of {', '.join(EVAL_BACKENDS)}")
+        names = [policy] if policy else list(ALL) if run is not None else list(BASELINES)
+        params = None
+        if run is not None:
+            if not run.is_dir():
+                raise UserError(f"{run}: no such run directory")
+            if not (run / "config.toml").is_file():
+                raise UserError(f"{run}: no config.toml there (not a run directory?)")
+            config = TrainConfig.from_toml(run / "config.toml")
+            if any(n in POLICIES for n in names):
+                arrays, _ = load_checkpoint(run)
+                params = E.checkpoint_params(arrays)
+        elif policy in POLICIES:
+            raise UserError(f"--policy {policy}: needs RUN, a trained run directory")
+        else:
+            config = TrainConfig()
+        if fills is not None and not fills.parent.is_dir():
+            raise UserError(f"--fills {fills}: no such directory {fills.parent}")
+        setup = E.make_setup(config, None if data is None else str(data), start, end, b, steps,
+                             config.seed if seed is None else seed, fills=fills is not None)
+        results, fill_tables = E.evaluate(setup, names, params, period, backend)
+        if fills is not None:
+            E.write_fills(fill_tables, fills)
+    out = {
+        "run": None if run is None else str(run),
+        "data": str(data) if data is not None else "synthetic" if config.synthetic else config.data or "embedded sample",
+        "window": None if setup.window is None else {"start": start, "end": end, "first_row": setup.window.first,
+                                                     "stop_row": setup.window.stop, "seconds": setup.window.seconds},
+        "b": setup.b, "steps": setup.steps, "seed": setup.seed, "episode_steps": setup.sim_params.episode_steps,
+        "policies": results,
+        "fills": None if fills is None else str(fills),
+    }
+    if as_json:
+        typer.echo(json.dumps(out, indent=1))
+        return
+    _print_table(out)
+
+
+def _print_table(out: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from alpharl.report import fmt
+
+    w = out["window"]
+    where = "synthetic market" if w is None else f"rows {w['first_row']:,}..{w['stop_row']:,}" + (
+        f" ({w['seconds']:.0f} s of market time)" if w["seconds"] else "")
+    table = Table(title=f"eval {out['run'] or '(baselines)'}: {where}, B={out['b']}, {out['steps']} steps, seed {out['seed']}",
+                  title_justify="left")
+    table.add_column("policy", no_wrap=True)
+    for col in ("PnL $", "PnL/backtest $", "Sharpe (ann.)", "Sharpe/step", "max DD $", "trades", "win rate", "avg trade $"):
+        table.add_column(col, justify="right")
+    for name, r in out["policies"].items():
+        win = "-" if r["win_rate"] is None else f"{r['win_rate']:.1%}"
+        table.add_row(name, fmt(r["pnl"]), fmt(r["pnl_per_backtest"]), fmt(r["sharpe"]), fmt(r["sharpe_per_step"]),
+                      fmt(r["max_drawdown"]), str(r["trades"]), win, fmt(r["avg_trade"]))
+    console = Console()
+    console.print(table)
+    if out["fills"]:
+        console.print(f"fills written to {out['fills']}")

@@ -1,0 +1,104 @@
+"""``alpharl eval``: trained policy (sampled, greedy) beside the baselines on a held-out window."""
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from alpharl.checkpoint import CHECKPOINT_FILE, save_checkpoint
+from alpharl.cli.app import app
+from alpharl.evaluate import ALL, BASELINES, trade_stats
+from alpharl.nets import NetLayout
+from alpharl.sim import layout as L
+from cli_helpers import assert_one_line_error
+
+runner = CliRunner()
+SMALL = ["--steps", "12", "--b", "2", "--json"]
+EMBEDDED_LEVELS = 5
+
+
+def trained_run(path, obs_dim=None, seed=3):
+    path.mkdir(parents=True)
+    (path / "config.toml").write_text(f"steps = 10\nb = 2\nseed = {seed}\n")
+    layout = NetLayout(obs_dim or L.obs_dim(EMBEDDED_LEVELS))
+    save_checkpoint(path / CHECKPOINT_FILE, {"nets.params": layout.init_params(seed)}, {"step": 10})
+    return path
+
+
+def test_baselines_alone(tmp_path):
+    r = runner.invoke(app, ["eval", *SMALL])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert list(d["policies"]) == list(BASELINES)
+    hold = d["policies"]["hold"]
+    assert (hold["pnl"], hold["trades"], hold["max_drawdown"]) == (0.0, 0, 0.0)
+    assert d["window"]["first_row"] == 24_000 and d["window"]["stop_row"] == 30_000   # last 20% of the sample
+    for name in BASELINES:
+        s = d["policies"][name]
+        assert s["steps"] == 12 and s["backtests"] == 2 and s["max_drawdown"] >= 0
+
+
+def test_trained_policy_beside_baselines_and_deterministic(tmp_path):
+    run = trained_run(tmp_path / "run")
+    r = runner.invoke(app, ["eval", str(run), *SMALL])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert list(d["policies"]) == list(ALL) and d["seed"] == 3
+    again = json.loads(runner.invoke(app, ["eval", str(run), *SMALL, "--policy", "greedy"]).output)
+    assert again["policies"]["greedy"] == d["policies"]["greedy"]
+    r = runner.invoke(app, ["eval", str(run), "--steps", "12", "--b", "2"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "sampled" in r.output and "join" in r.output and "win rate" in r.output
+
+
+def test_fills_export(tmp_path):
+    out = tmp_path / "fills.parquet"
+    r = runner.invoke(app, ["eval", "--policy", "periodic", "--period", "4", "--fills", str(out), *SMALL])
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(out)
+    assert t.num_rows > 0 and set(t.column("policy").to_pylist()) == {"periodic"}
+    assert {"backtest", "price", "quantity", "side", "fee"} <= set(t.column_names)
+
+
+def test_trade_stats_by_hand():
+    reward = np.array([[1.0, 3.0], [-4.0, 0.0], [2.0, 2.0]])     # x = [2, -2, 2]
+    done = np.array([[0, 1], [1, 0], [0, 0]], np.float32)
+    pnl = np.array([[0.0, 5.0], [-3.0, 0.0], [0.0, 0.0]])
+    s = trade_stats(reward, done, pnl, seconds_per_step=None)
+    assert s["pnl"] == 4.0 and s["pnl_per_backtest"] == 2.0
+    assert s["sharpe_per_step"] == pytest.approx((2 / 3) / np.std([2, -2, 2], ddof=1)) and s["sharpe"] is None
+    assert s["max_drawdown"] == 2.0                     # curve 2, 0, 2: peak 2 -> 0
+    assert (s["trades"], s["win_rate"], s["avg_trade"]) == (2, 0.5, 1.0)
+    s = trade_stats(reward, done, pnl, seconds_per_step=1.0)
+    assert s["sharpe"] == pytest.approx(s["sharpe_per_step"] * np.sqrt(252 * 6.5 * 3600))
+
+
+def test_unknown_policy():
+    assert_one_line_error(runner.invoke(app, ["eval", "--policy", "yolo"]), "--policy 'yolo'")
+
+
+def test_trained_policy_needs_a_run():
+    assert_one_line_error(runner.invoke(app, ["eval", "--policy", "greedy"]), "needs RUN")
+
+
+def test_run_without_checkpoint(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.toml").write_text("b = 2\n")
+    assert_one_line_error(runner.invoke(app, ["eval", str(tmp_path / "run")]), "checkpoint")
+
+
+def test_checkpoint_of_another_observation_size(tmp_path):
+    run = trained_run(tmp_path / "run", obs_dim=7)
+    assert_one_line_error(runner.invoke(app, ["eval", str(run), *SMALL]), "parameters")
+
+
+def test_bad_window():
+    assert_one_line_error(runner.invoke(app, ["eval", "--start", "0.9", "--end", "0.5"]), "--start 0.9")
+
+
+def test_window_too_short():
+    assert_one_line_error(runner.invoke(app, ["eval", "--start", "0.9999", "--end", "1.0"]), "window")
+
+
+def test_missing_eval_data(tmp_path):
+    assert_one_line_error(runner.invoke(app, ["eval", "--data", str(tmp_path / "x.zip")]), "x.zip")
