@@ -21,7 +21,6 @@ import argparse
 import datetime as dt
 import json
 import platform
-import time
 from importlib import metadata
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import numpy as np
 
 import alpharl  # noqa: F401  (chooses the target before numba is imported)
 from alpharl import target
+from bench_learn import Timer  # CUDA-event timing, wall clock under the simulator (same folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The real LOBSTER day used by default (the embedded 30k-row sample when it is absent).
@@ -71,30 +71,6 @@ def _market(args):
     if path.is_file():
         return load_lobster(path), path.name
     return load_embedded(), "embedded sample"
-
-
-class Timer:
-    """CUDA-event timing on a stream; wall clock under the simulator (its events report nothing)."""
-
-    def __init__(self, stream):
-        from numba import cuda
-
-        self.stream = stream
-        self.e0, self.e1 = cuda.event(), cuda.event()
-
-    def time_us(self, fn, iters: int, warmup: int) -> float:
-        for _ in range(warmup):
-            fn()
-        self.stream.synchronize()
-        t0 = time.perf_counter()
-        self.e0.record(self.stream)
-        for _ in range(iters):
-            fn()
-        self.e1.record(self.stream)
-        self.e1.synchronize()
-        if target.on_simulator():
-            return (time.perf_counter() - t0) * 1e6 / iters
-        return self.e0.elapsed_time(self.e1) * 1e3 / iters
 
 
 def bench_one(market, b: int, args) -> dict:

@@ -195,29 +195,13 @@ class ReferenceLobSim:
     def output(self, k: int) -> np.ndarray:
         return self.out[k]
 
-    @property
-    def reward(self):
-        return self.out[L.OUT_REWARD]
-
-    @property
-    def done(self):
-        return self.out[L.OUT_DONE]
-
-    @property
-    def truncated(self):
-        return self.out[L.OUT_TRUNCATED]
-
-    @property
-    def trade_pnl(self):
-        return self.out[L.OUT_TRADE_PNL]
-
-    @property
-    def label_up(self):
-        return self.out[L.OUT_LABEL_UP]
-
-    @property
-    def label_ret(self):
-        return self.out[L.OUT_LABEL_RET]
+    reward = property(lambda self: self.out[L.OUT_REWARD])
+    done = property(lambda self: self.out[L.OUT_DONE])
+    truncated = property(lambda self: self.out[L.OUT_TRUNCATED])
+    trade_done = property(lambda self: self.out[L.OUT_TRADE_DONE])
+    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL])
+    label_up = property(lambda self: self.out[L.OUT_LABEL_UP])
+    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET])
 
     def state_dict(self) -> dict:
         d = {"state_i": self.state_i.copy(), "state_f": self.state_f.copy(), "rng": self.rng.copy(),
@@ -663,8 +647,8 @@ class _ReferenceSynth:
             sizes = s[L.SY_SIZES:L.SY_SIZES + 2 * nl].astype(np.int64)            # [2L, B]: asks then bids
             spread = s[L.SY_ASK0].astype(np.int64) - s[L.SY_BID0]
             cancelable = sizes.copy()
-            cancelable[1:nl] -= 1
-            cancelable[nl + 1:] -= 1
+            cancelable[1:nl] -= L.SYN_KEEP_DEEP
+            cancelable[nl + 1:] -= L.SYN_KEEP_DEEP
             w = np.concatenate([
                 np.broadcast_to(np.concatenate([rates, rates])[:, None], (2 * nl, self.B)),
                 np.where(spread > 1, sp[L.SP_INSIDE_RATE], 0)[None, :].repeat(2, axis=0),
@@ -709,7 +693,7 @@ class _ReferenceSynth:
         if cat < 2 * nl:                                     # cancellation at a level
             side_ask, lv = cat < nl, cat % nl
             r = L.SY_SIZES + (0 if side_ask else nl) + lv
-            c = min(size, int(s[r, b]) - (1 if lv > 0 else 0))
+            c = min(size, int(s[r, b]) - (L.SYN_KEEP_DEEP if lv > 0 else 0))
             s[r, b] -= c
             px = s[L.SY_ASK0, b] + lv if side_ask else s[L.SY_BID0, b] - lv
             etype = EV_CANCEL if s[r, b] > 0 else EV_DELETE

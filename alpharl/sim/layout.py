@@ -196,6 +196,8 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
 # ------------------------------------------------------- synthetic market
 #: Rows of the synthetic book state syn_i int32[N_SYN_I(L), B].
 SY_ASK0, SY_BID0, SY_SIZES = 0, 1, 2   # best ask / bid ticks; then L ask sizes, then L bid sizes
+#: Shares a cancellation leaves on a level behind the best, so every listed level stays occupied.
+SYN_KEEP_DEEP = 1
 
 
 def n_syn_rows(levels: int) -> int:

@@ -4,7 +4,7 @@ kernels receive them packed into small int32 / float64 arrays by
 :mod:`alpharl.sim.layout`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 QUEUE_MODELS = ("risk_averse", "probabilistic")
 FEE_MODES = ("per_share", "per_value")

@@ -49,6 +49,13 @@ def draw_start(rng, b, ip):
 
 
 @cuda.jit(device=True)
+def has_orders(si, b):
+    """True while backtest b has a resting, pending or market order."""
+    return (si[S_BUY_QTY, b] > 0 or si[S_SELL_QTY, b] > 0 or si[S_MKT_QTY, b] != 0
+            or si[S_MKT_FLAT, b] != 0)
+
+
+@cuda.jit(device=True)
 def select_reset(si, sf, b, done):
     """Branch-free reset of backtest b's episode state: every field keeps its value or, when
     ``done``, takes the fresh-episode value (orders gone, flat, zero money)."""
@@ -85,18 +92,22 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
     # 1-2. the action on the snapshot the agent saw; orders with no latency act at once
     place_orders(si, b, actions[b], book, row0, ip)
     closed = activate(si, sf, b, book, row0, ip, fp, fills_i, fills_f)
-    # 3-4. replay the step's events against our resting orders
-    for j in range(1, n_ev + 1):
+    # 3-4. replay the step's events against our orders; once the episode closed or no order
+    # is left (resting, pending or market), the remaining events cannot touch this backtest
+    # and only move its cursor
+    j = 0
+    while j < n_ev and not closed and has_orders(si, b):
+        j += 1
         r1 = row0 + j
-        if not closed:
-            order_event(si, sf, rng, b, SIDE_BUY, S_BUY_PX, events, book, r1 - 1, r1, ip, fp, fills_i, fills_f)
-            closed = close_if_flat(si, b)
+        order_event(si, sf, rng, b, SIDE_BUY, S_BUY_PX, events, book, r1 - 1, r1, ip, fp, fills_i, fills_f)
+        closed = close_if_flat(si, b)
         if not closed:
             order_event(si, sf, rng, b, SIDE_SELL, S_SELL_PX, events, book, r1 - 1, r1, ip, fp, fills_i, fills_f)
             closed = close_if_flat(si, b)
         si[S_CURSOR, b] += 1
         if not closed:
             closed = activate(si, sf, b, book, r1, ip, fp, fills_i, fills_f)
+    si[S_CURSOR, b] += n_ev - j
 
     # 5. end of step: window, forced flatten, reward, labels
     row_e = row0 + n_ev

@@ -34,7 +34,7 @@ from alpharl.prng import xorshift32
 from alpharl.sim.layout import (EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS, SIDE_BUY, SIDE_SELL, SP_CANCEL_RATE,
                                 SP_INSIDE_RATE, SP_LEVELS, SP_LIMIT_RATE, SP_MARKET_RATE, SP_MAX_UNITS,
                                 SP_SIZE_UNIT, SP_START_PRICE, SP_START_SPREAD, SP_START_UNITS, SY_ASK0, SY_BID0,
-                                SY_SIZES)
+                                SY_SIZES, SYN_KEEP_DEEP)
 
 #: Categories per side outside the per-level ones: inside-spread limit, market order.
 N_SIDE_EXTRA = 2
@@ -58,7 +58,7 @@ def cat_weight(sp, syn, b, k):
     k -= N_SIDE_EXTRA
     if k < 2 * nl:
         lv = k % nl
-        c = syn[size_row(nl, k < nl, lv), b] - (1 if lv > 0 else 0)
+        c = syn[size_row(nl, k < nl, lv), b] - (SYN_KEEP_DEEP if lv > 0 else 0)
         unit = sp[SP_SIZE_UNIT]
         return sp[SP_CANCEL_RATE] * ((c + unit - 1) // unit)
     return sp[SP_MARKET_RATE]
@@ -118,7 +118,7 @@ def apply_event(sp, syn, b, cat, size, events, row):
             ask = k < nl
             lv = k % nl
             r = size_row(nl, ask, lv)
-            q = min(size, syn[r, b] - (1 if lv > 0 else 0))
+            q = min(size, syn[r, b] - (SYN_KEEP_DEEP if lv > 0 else 0))
             syn[r, b] -= q
             px = syn[SY_ASK0, b] + lv if ask else syn[SY_BID0, b] - lv
             etype = EV_CANCEL if syn[r, b] > 0 else EV_DELETE

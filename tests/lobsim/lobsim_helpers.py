@@ -5,13 +5,12 @@ import functools
 from pathlib import Path
 
 import numpy as np
-import pytest
 from numba import cuda
 
 from alpharl.lobster import MarketData, load_embedded, load_lobster
-from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BOOK_COLS_PER_LEVEL
+from alpharl.lobster.format import ASK_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL
 from alpharl.sim import layout as L
-from support import INT_POISON
+from support import poisoned
 
 #: The real LOBSTER sample files kept beside the repository (see SOURCES.md there).
 SAMPLES = Path(__file__).parents[3] / "shared/data/lobster"
@@ -55,9 +54,9 @@ def make_market(rows, levels: int = 2) -> MarketData:
 
 
 def poison_outputs(sim) -> None:
-    """Refill a LobSim's outputs with NaN so an element a kernel fails to write shows."""
-    sim.obs_d.copy_to_device(np.full(sim.obs_d.shape, np.nan, np.float32))
-    sim.out.copy_to_device(np.full(sim.out.shape, np.nan, np.float32))
+    """Give a LobSim fresh NaN-poisoned outputs, so an element a kernel fails to write shows."""
+    sim.obs_d = poisoned(sim.obs_d.shape)
+    sim.out = poisoned(sim.out.shape)
 
 
 def compare_states(gpu: dict, ref: dict, where: str) -> None:
@@ -157,16 +156,3 @@ def check_clean(state: dict, done: np.ndarray, levels: int) -> None:
 
 def device_actions(a: np.ndarray):
     return cuda.to_device(np.ascontiguousarray(a, dtype=np.int32))
-
-
-def assert_no_poison(arr) -> None:
-    a = np.asarray(arr)
-    if a.dtype.kind == "f":
-        assert np.isfinite(a).all()
-    else:
-        assert (a != INT_POISON).all()
-
-
-def skip_without(name: str) -> None:
-    if not (SAMPLES / name).is_file():
-        pytest.skip(f"real LOBSTER sample {name} not found in {SAMPLES}")
