@@ -13,8 +13,9 @@ Modes:
   steps/s and env-steps/s; the ISV by group (raw observations and non-finite
   guards compact); losses; reward/PnL/trades; sparklines of a few key series
   (C51 loss against its uniform level ln 21, reward per trade, learning rates,
-  V-blend alpha). The body is rebuilt once per ``update``; the header (elapsed,
-  ETA) re-renders once a second.
+  V-blend alpha). ``update`` only stores the values; Rich's refresh thread lays
+  out and draws the whole display once a second (a few ms), so the trainer
+  pays tens of µs per interval.
 - *plain* (not a terminal, e.g. a log file or CI): one line per ``update``, at
   most one every ``min_interval_s`` seconds (default ``PLAIN_MIN_INTERVAL_S``).
 - *quiet*: plain lines at most once a minute (``QUIET_MIN_INTERVAL_S``), plus
@@ -25,6 +26,7 @@ The first and the last update are always printed in the plain modes.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -98,7 +100,7 @@ class Dashboard:
         self._t_start = time.monotonic()
         self._first: tuple[float, int] | None = None   # (time, step) of the first update: ETA baseline
         self._last_plain = -math.inf
-        self._pending_plain: str | None = None
+        self._pending_plain = False        # an update not printed yet (plain modes)
         self.step = 0
         self.steps_per_s = float("nan")
         self.env_steps_per_s = float("nan")
@@ -108,13 +110,14 @@ class Dashboard:
         self.config = None
         self.run_dir: Path | None = None
         self._body = None
+        self._dirty = True                 # the body is laid out lazily, on the Live thread
+        self._lock = threading.Lock()      # update() (trainer thread) vs rendering (Live thread)
 
     # ------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Dashboard":
         if self.live_mode:
             from rich.live import Live
 
-            self._body = self._render_body()
             self._live = Live(console=self.console, get_renderable=self._renderable, auto_refresh=True,
                               refresh_per_second=LIVE_REFRESH_PER_S, transient=False,
                               redirect_stdout=True, redirect_stderr=True)
@@ -140,35 +143,35 @@ class Dashboard:
             self._print(f"alpharl train: {self.total_steps} steps, B={self.b}, backend {self._backend()}, "
                         f"seed {getattr(config, 'seed', '-')}, run dir {self.run_dir}")
         elif self._live is not None:
-            self._body = self._render_body()
+            self._dirty = True
             self._live.refresh()
 
     def update(self, step: int, isv_host: np.ndarray, metrics: dict[str, float], steps_per_s: float,
                env_steps_per_s: float) -> None:
         """Take one diagnostic interval's values (ISV float32[RL_SLOTS_END] on the host, metrics by name)."""
+        # Only stores the values (tens of µs): the live body is laid out and drawn on
+        # Rich's refresh thread, once a second; a plain line is formatted only when printed.
         now = time.monotonic()
-        self.step = int(step)
-        self.isv = np.asarray(isv_host, dtype=np.float32)
-        self.metrics = dict(metrics)
-        self.steps_per_s = float(steps_per_s)
-        self.env_steps_per_s = float(env_steps_per_s)
-        if self._first is None:
-            self._first = (now, self.step)
-        for _, name in SPARK_SERIES:
-            self.history[name].append(float(self.isv[S.BY_NAME[name].index]))
+        with self._lock:
+            self.step = int(step)
+            self.isv = np.array(isv_host, dtype=np.float32)
+            self.metrics = dict(metrics)
+            self.steps_per_s = float(steps_per_s)
+            self.env_steps_per_s = float(env_steps_per_s)
+            if self._first is None:
+                self._first = (now, self.step)
+            for _, name in SPARK_SERIES:
+                self.history[name].append(float(self.isv[S.BY_NAME[name].index]))
+            self._dirty = True
         if self.live_mode:
-            self._body = self._render_body()
-            if self._live is not None:
-                self._live.refresh()
             return
-        line = self._plain_line()
         first = self._last_plain == -math.inf
         if first or now - self._last_plain >= self.min_interval_s or self.step >= self.total_steps:
-            self._print(line)
+            self._print(self._plain_line())
             self._last_plain = now
-            self._pending_plain = None
+            self._pending_plain = False
         else:
-            self._pending_plain = line
+            self._pending_plain = True
 
     def log(self, message: str) -> None:
         """A message above the live display, or a plain line."""
@@ -179,12 +182,10 @@ class Dashboard:
 
     def finish(self, summary: dict) -> None:
         """Stop the live display and print the run's summary (a table on a terminal, one line otherwise)."""
-        if self._live is not None:
-            self._body = self._render_body()
-            self._stop_live()
-        if self._pending_plain is not None:
-            self._print(self._pending_plain)
-            self._pending_plain = None
+        self._stop_live()
+        if self._pending_plain:
+            self._print(self._plain_line())
+            self._pending_plain = False
         flat = {k: v for k, v in _flatten(summary).items() if not isinstance(v, (list, dict))}
         if self.live_mode:
             from rich.table import Table
@@ -233,10 +234,18 @@ class Dashboard:
         return " | ".join(parts)
 
     # ------------------------------------------------------------ rendering
+    # Rich's Table/Panel/Columns measure every cell on every render (~20-70 ms for
+    # this many rows), too slow to run at each diag interval. The body is laid out
+    # here with plain string formatting into one styled Text (~1 ms); only the
+    # progress header uses Rich widgets.
     def _renderable(self):
         from rich.console import Group
 
-        return Group(self._render_header(), self._body) if self._body is not None else self._render_header()
+        with self._lock:
+            if self._dirty:
+                self._body = self._render_body()
+                self._dirty = False
+            return Group(self._render_header(), self._body)
 
     def _render_header(self):
         from rich.panel import Panel
@@ -246,93 +255,111 @@ class Dashboard:
         elapsed = time.monotonic() - self._t_start
         grid = Table.grid(padding=(0, 2))
         grid.add_column(no_wrap=True)
-        grid.add_column(width=40)
+        grid.add_column(width=PROGRESS_WIDTH)
         grid.add_column(no_wrap=True)
         pct = self.step / self.total_steps if self.total_steps else 1.0
         grid.add_row(f"step {self.step:,}/{self.total_steps:,} ({100 * pct:.1f}%)",
-                     ProgressBar(total=max(self.total_steps, 1), completed=min(self.step, self.total_steps), width=40),
+                     ProgressBar(total=max(self.total_steps, 1), completed=min(self.step, self.total_steps),
+                                 width=PROGRESS_WIDTH),
                      f"elapsed {format_duration(elapsed)}  ETA {format_duration(self.eta_s())}")
         grid.add_row(f"{fmt(self.steps_per_s)} steps/s   {fmt(self.env_steps_per_s)} env-steps/s", "",
                      f"B={self.b}  backend {self._backend()}  run {self.run_dir or '-'}")
         return Panel(grid, title="alpharl train", title_align="left")
 
-    def _render_body(self):
-        from rich.columns import Columns
-        from rich.console import Group
-
+    def _sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """(title, [(label, value)]) of every panel, in display order."""
         named = {g for _, groups in ISV_PANELS for g in groups} | set(COMPACT_GROUPS) | {LOSS_GROUP}
         panels = list(ISV_PANELS) + [(g, (g,)) for g in S.GROUPS if g not in named]
-        top = [self._group_panel(title, groups) for title, groups in panels[:4]]
-        middle = [self._group_panel(title, groups) for title, groups in panels[4:]]
-        middle += [self._losses_panel(), self._reward_panel(), self._spark_panel()]
-        compact = [self._compact_panel(g) for g in COMPACT_GROUPS if g in S.GROUPS]
-        return Group(Columns(top), Columns(middle), *compact)
-
-    def _group_panel(self, title: str, groups: tuple[str, ...]):
-        from rich.panel import Panel
-        from rich.table import Table
-
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column(justify="right", no_wrap=True)
-        for s in S.SLOTS:
-            if s.group in groups:
-                grid.add_row(s.name, fmt(self._slot(s.name)))
-                if s.index == S.RL_K_LOOP_MULT:
-                    # the fixed point read as the learner does: K = clamp(round(mult / 2048), 1, K_MAX)
-                    k = min(max(round(self._slot(s.name) / S.K_FIXED_POINT), 1), S.K_MAX)
-                    grid.add_row("  K", str(k))
-        return Panel(grid, title=title, title_align="left")
-
-    def _compact_panel(self, group: str):
-        from rich.panel import Panel
-        from rich.text import Text
-
-        prefix = "obs_" if group == "obs" else ""
-        items = [f"{s.name.removeprefix(prefix)}={fmt(self._slot(s.name))}" for s in S.SLOTS if s.group == group]
-        return Panel(Text("  ".join(items)), title=group, title_align="left")
-
-    def _losses_panel(self):
-        from rich.panel import Panel
-        from rich.table import Table
-
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column(justify="right", no_wrap=True)
-        for s in S.SLOTS:
-            if s.group == LOSS_GROUP:
-                grid.add_row(s.name, fmt(self._slot(s.name)))
-        for k, v in self.metrics.items():
-            if k.startswith(LOSS_PREFIX):
-                grid.add_row(k, fmt(v))
-        return Panel(grid, title="losses", title_align="left")
-
-    def _reward_panel(self):
-        from rich.panel import Panel
-        from rich.table import Table
-
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column(justify="right", no_wrap=True)
-        rows = [(k, v) for k, v in self.metrics.items() if not k.startswith(LOSS_PREFIX)]
-        for k, v in rows:
-            grid.add_row(k, fmt(v))
-        if not rows:
-            grid.add_row("(no metrics yet)", "")
-        return Panel(grid, title="reward / PnL / trades", title_align="left")
-
-    def _spark_panel(self):
-        from rich.panel import Panel
-        from rich.table import Table
-
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True)
-        grid.add_column(no_wrap=True)
-        grid.add_column(justify="right", no_wrap=True)
+        out = []
+        for title, groups in panels:
+            rows = []
+            for s in S.SLOTS:
+                if s.group in groups:
+                    rows.append((s.name, fmt(self._slot(s.name))))
+                    if s.index == S.RL_K_LOOP_MULT:
+                        # the fixed point read as the learner does: K = clamp(round(mult / 2048), 1, K_MAX)
+                        k = min(max(round(self._slot(s.name) / S.K_FIXED_POINT), 1), S.K_MAX)
+                        rows.append(("  K", str(k)))
+            out.append((title, rows))
+        losses = [(s.name, fmt(self._slot(s.name))) for s in S.SLOTS if s.group == LOSS_GROUP]
+        losses += [(k, fmt(v)) for k, v in self.metrics.items() if k.startswith(LOSS_PREFIX)]
+        out.append(("losses", losses))
+        reward = [(k, fmt(v)) for k, v in self.metrics.items() if not k.startswith(LOSS_PREFIX)]
+        out.append(("reward / PnL / trades", reward or [("(no metrics yet)", "")]))
+        trends = []
         for label, name in SPARK_SERIES:
             h = self.history[name]
-            grid.add_row(label, sparkline(list(h), HISTORY) if h else "", fmt(h[-1]) if h else "-")
-        return Panel(grid, title=f"trends (last {HISTORY} intervals)", title_align="left")
+            spark = sparkline(list(h), HISTORY) if h else ""
+            trends.append((label, f"{spark:<{HISTORY}}  {fmt(h[-1]) if h else '-':>{VALUE_WIDTH}}"))
+        out.append((f"trends (last {HISTORY} intervals)", trends))
+        return out
+
+    def _render_body(self):
+        from rich.text import Text
+
+        width = max(self.console.width, MIN_WIDTH)
+        blocks = [_block(title, rows) for title, rows in self._sections()]
+        text = Text(no_wrap=True, overflow="crop")
+        for row in _pack(blocks, width):
+            height = max(len(b) for b in row)
+            for i in range(height):
+                for b in row:
+                    w = len(b[0][0])
+                    seg, style = b[i] if i < len(b) else (" " * w, "")
+                    text.append(seg, style)
+                    text.append(" " * BLOCK_GAP)
+                text.append("\n")
+        for group in COMPACT_GROUPS:
+            if group not in S.GROUPS:
+                continue
+            prefix = "obs_" if group == "obs" else ""
+            text.append(group, TITLE_STYLE)
+            used = len(group)
+            for s in S.SLOTS:
+                if s.group == group:
+                    v = self._slot(s.name)
+                    item = f"  {s.name.removeprefix(prefix)}={fmt(v)}"
+                    if used + len(item) > width:   # wrap under the title
+                        text.append("\n" + " " * len(group))
+                        used = len(group)
+                    text.append(item, "red" if group == "guard" and v != 0 else "")
+                    used += len(item)
+            text.append("\n")
+        return text
+
+
+#: Width of the progress bar, gap between side-by-side blocks, narrowest layout width.
+PROGRESS_WIDTH = 40
+BLOCK_GAP = 3
+MIN_WIDTH = 60
+#: Width of a formatted value (fmt gives at most 9 characters, e.g. -1.234e-05).
+VALUE_WIDTH = 10
+TITLE_STYLE = "bold cyan"
+
+
+def _block(title: str, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A titled column of label/value rows as (padded line, style) pairs of equal width."""
+    lw = max([len(label) for label, _ in rows] + [0])
+    vw = max([len(value) for _, value in rows] + [0])
+    width = max(len(title), lw + 1 + vw)
+    lines = [(title.ljust(width), TITLE_STYLE), ("─" * width, "dim")]
+    lines += [(f"{label:<{lw}} {value:>{width - lw - 1}}", "") for label, value in rows]
+    return lines
+
+
+def _pack(blocks: list, width: int) -> list[list]:
+    """Blocks in rows that fit ``width`` (in order; a block wider than the width gets a row alone)."""
+    rows, row, used = [], [], 0
+    for b in blocks:
+        w = len(b[0][0]) + BLOCK_GAP
+        if row and used + w > width:
+            rows.append(row)
+            row, used = [], 0
+        row.append(b)
+        used += w
+    if row:
+        rows.append(row)
+    return rows
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

@@ -1,9 +1,12 @@
 """Arrow diagnostics: one row per diagnostic interval, every ISV slot by name.
 
 Written as an Arrow IPC *stream* (``diagnostics.arrows``): each row batch is
-serialised in memory and appended with a single ``write`` + ``fsync``, so a
-kill at any moment leaves every earlier row readable (a stream needs no
-footer). ``read_diagnostics`` returns a ``pyarrow.Table``; pandas
+serialised in memory and appended with a single ``write``, so a kill (even
+``kill -9``) at any moment leaves every earlier row readable (a stream needs no
+footer): the kernel holds the written bytes once ``write`` returns. ``fsync``
+(which also survives a power loss, and costs milliseconds on many disks) runs
+at most every ``fsync_interval_s`` seconds (default 1 s; 0 = after every row)
+and at ``close``. ``read_diagnostics`` returns a ``pyarrow.Table``; pandas
 (``diag.to_pandas()``), polars (``pl.read_ipc_stream(path)``) and DuckDB
 (``duckdb.sql("select * from diag")`` on the Arrow table held in a variable
 ``diag``, or ``read_parquet`` on the Parquet snapshot) read it.
@@ -17,8 +20,10 @@ from the trainer (losses, reward/PnL/trade statistics) named by prefix
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +35,8 @@ from alpharl import isv as S
 DIAG_FILE = "diagnostics.arrows"
 PARQUET_FILE = "diagnostics.parquet"
 ISV_PREFIX = "isv."
+#: Longest time between fsyncs of the diagnostics stream (rows reach the kernel at once regardless).
+FSYNC_INTERVAL_S = 1.0
 
 FIXED_FIELDS = [
     pa.field("step", pa.int64()),
@@ -50,6 +57,10 @@ SCHEMA_DOC = {
 }
 
 
+#: ISV index of each slot column, in schema order.
+_SLOT_INDEX = np.array([s.index for s in S.SLOTS], dtype=np.int64)
+
+
 def isv_column(name: str) -> str:
     return ISV_PREFIX + name
 
@@ -62,10 +73,14 @@ def make_schema(metric_names: list[str]) -> pa.Schema:
 
 
 class DiagnosticsWriter:
-    """Appends rows to ``run_dir/diagnostics.arrows``; every row is durable once ``write`` returns."""
+    """Appends rows to ``run_dir/diagnostics.arrows``; every row survives a process kill once ``write``
+    returns, and a power loss after the next fsync (at most ``fsync_interval_s`` later)."""
 
-    def __init__(self, run_dir: Path, metric_names: list[str], append: bool = False):
+    def __init__(self, run_dir: Path, metric_names: list[str], append: bool = False,
+                 fsync_interval_s: float = FSYNC_INTERVAL_S):
         self.path = Path(run_dir) / DIAG_FILE
+        self.fsync_interval_s = float(fsync_interval_s)
+        self._last_fsync = -float("inf")
         self.metric_names = list(metric_names)
         self.schema = make_schema(self.metric_names)
         exists = self.path.exists() and self.path.stat().st_size > 0
@@ -88,23 +103,33 @@ class DiagnosticsWriter:
 
     def _trim_to_complete(self, table: pa.Table) -> None:
         """Resume: drop a torn tail left by a crash so appended rows stay readable."""
-        complete = len(self._schema_bytes()) + sum(len(_batch_bytes(self.schema, b)) for b in table.to_batches())
-        os.ftruncate(self._fd, complete)
+        os.ftruncate(self._fd, complete_length(self.path))
 
     def _append(self, data: bytes) -> None:
-        os.write(self._fd, data)
-        os.fsync(self._fd)
+        n = os.write(self._fd, data)
+        if n != len(data):   # a short write means the disk filled: say so rather than leave a torn row
+            raise OSError(errno.ENOSPC, "short write (disk full?)", str(self.path))
+        now = time.monotonic()
+        if now - self._last_fsync >= self.fsync_interval_s:
+            os.fsync(self._fd)
+            self._last_fsync = now
 
     def write(self, step: int, wall_time: float, unix_time: float, steps_per_s: float, env_steps_per_s: float,
               isv_host: np.ndarray, metrics: dict[str, float]) -> None:
-        cols = [[step], [wall_time], [unix_time], [steps_per_s], [env_steps_per_s]]
-        cols += [[np.float32(isv_host[s.index])] for s in S.SLOTS]
-        cols += [[float(metrics.get(m, np.nan))] for m in self.metric_names]
-        batch = pa.record_batch([pa.array(c, type=f.type) for c, f in zip(cols, self.schema)], schema=self.schema)
+        # One array per dtype, sliced into the one-row columns: ~6x faster than ~600 pa.array calls.
+        f64 = pa.array(np.array([wall_time, unix_time, steps_per_s, env_steps_per_s]
+                                + [metrics.get(m, np.nan) for m in self.metric_names], dtype=np.float64))
+        f32 = pa.array(np.asarray(isv_host, dtype=np.float32)[_SLOT_INDEX])
+        n_fixed = len(FIXED_FIELDS) - 1
+        cols = [pa.array([int(step)], pa.int64())] + [f64.slice(i, 1) for i in range(n_fixed)]
+        cols += [f32.slice(i, 1) for i in range(len(_SLOT_INDEX))]
+        cols += [f64.slice(n_fixed + i, 1) for i in range(len(self.metric_names))]
+        batch = pa.record_batch(cols, schema=self.schema)
         self._append(_batch_bytes(self.schema, batch))
 
     def close(self) -> None:
         if self._fd is not None:
+            os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
 
@@ -115,6 +140,28 @@ _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 def _batch_bytes(schema: pa.Schema, batch: pa.RecordBatch) -> bytes:
     """One record-batch message in stream encoding (without schema or end marker)."""
     return batch.serialize().to_pybytes()
+
+
+def complete_length(path: Path | str) -> int:
+    """Bytes of ``path`` up to the end of its last whole stream message (schema and row batches).
+
+    Walks the messages themselves, so it holds however a batch was encoded; a
+    torn final message, or an end-of-stream marker, is left out.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    source = pa.BufferReader(pa.py_buffer(data))
+    messages = ipc.MessageReader.open_stream(source)
+    end = 0
+    while True:
+        try:
+            messages.read_next_message()
+        except StopIteration:
+            break
+        except (pa.ArrowInvalid, OSError):
+            break  # torn tail
+        end = source.tell()
+    return end
 
 
 def read_diagnostics(path: Path | str) -> pa.Table:
