@@ -247,6 +247,23 @@ class Learner:
                                      nets.adam_state)
         return self.outputs(b, m)
 
+    def act_forward(self, obs, gate):
+        """pi logits [b, N_ACTIONS] of the online net at obs [b, obs_dim] (b <= max_b), for acting.
+
+        Three launches (encoder, pi head) into this learner's scratch rows; the
+        next update overwrites them, so sample the action before it runs.
+        """
+        from alpharl.cuda_kernels.nets import gemm as G
+
+        b = obs.shape[0]
+        if not 1 <= b <= self.max_b:
+            raise ValueError(f"batch B={b} outside this learner's 1..{self.max_b}")
+        L, p, ln = self.nets.layout.layers, self.nets.params, self.launch
+        ln.forward(gate, _flat(obs), b, L["enc.l1"], p, self.h1, G.ACT_TANH)
+        ln.forward(gate, self.h1, b, L["enc.l2"], p, self.h, G.ACT_TANH)
+        ln.forward(gate, self.h, b, L["pi.out"], p, self.pi_logits, G.ACT_NONE)
+        return self.pi_logits[:b * N_ACTIONS].reshape(b, N_ACTIONS)
+
     def soft_update(self, isv) -> None:
         """theta_target <- tau theta + (1 - tau) theta_target over encoder + Q (once per env step, not gated)."""
         from alpharl.cuda_kernels.nets import adam as KA

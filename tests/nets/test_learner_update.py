@@ -86,7 +86,13 @@ def test_whole_update_matches_reference_and_finite_differences(rng):
         np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=2e-5 * scale, err_msg=mod)
 
     # One Adam step of every module, and the ISV it writes.
-    np.testing.assert_allclose(nets.params.copy_to_host(), ref["state"]["params"], rtol=0, atol=1e-6)
+    # Adam's first step is lr g / (|g| + eps): for |g| near eps float32 rounding of g moves it by up to ~lr,
+    # so such elements are only held to Adam's step bound.
+    lr = isv[S.RL_LR_Q]
+    assert np.allclose(isv[S.RL_LR_Q:S.RL_LR_Q + len(MODULES)], lr)
+    tol = np.where(np.abs(ref["grads"]) > 1e-6, 1e-6, 2 * lr)
+    moved = np.abs(nets.params.copy_to_host() - ref["state"]["params"])
+    assert (moved <= tol).all(), np.flatnonzero(moved > tol)
     np.testing.assert_allclose(nets.adam_m.copy_to_host(), ref["state"]["adam_m"], rtol=1e-3, atol=1e-8)
     np.testing.assert_array_equal(nets.adam_state.copy_to_host(), ref["state"]["adam_state"])
     got_isv = isv_d.copy_to_host()
@@ -125,3 +131,27 @@ def test_batch_sizes_are_checked(rng):
     with pytest.raises(ValueError, match="outside"):
         Learner(nets, B - 1, M).update(*_device(env, rep), cuda.to_device(S.bootstrap_vector()),
                                        cuda.to_device(np.ones(1, np.int32)))
+
+
+def test_reference_update_runs_in_float32_as_the_numpy_backend(rng):
+    """The numpy backend runs the same reference in float32: it agrees with float64 to float32 tolerance."""
+    nets = _nets(rng)
+    env, rep = _batches(rng)
+    state = nets.state_dict()
+    r32 = RL.update(state, S.bootstrap_vector(), env, rep, nets.layout, dtype=np.float32)
+    r64 = RL.update(state, S.bootstrap_vector(), env, rep, nets.layout)
+    assert r32["state"]["params"].dtype == np.float32
+    np.testing.assert_allclose(r32["state"]["params"], r64["state"]["params"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(r32["grads"], r64["grads"], rtol=1e-3, atol=1e-6)
+
+
+def test_act_forward_gives_the_policy_logits(rng):
+    nets = _nets(rng)
+    obs = nonzero_uniform(rng, (B, OBS_DIM), -2, 2)
+    learner = Learner(nets, B, M)
+    learner.pi_logits.copy_to_device(np.full(B * N_ACTIONS, np.nan, np.float32))
+    got = assert_all_written(learner.act_forward(cuda.to_device(obs), cuda.to_device(np.ones(1, np.int32))))
+    p = nets.params.copy_to_host().astype(np.float64)
+    _, h = RL.encode(p, nets.layout, obs.astype(np.float64))
+    w, bias = RL._w(p, nets.layout, "pi.out")
+    np.testing.assert_allclose(got, h @ w + bias, rtol=1e-4, atol=1e-6)
