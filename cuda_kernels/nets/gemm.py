@@ -31,9 +31,10 @@ from numba import cuda, float32
 
 from alpharl.cuda_kernels.registry import kernel
 
-#: Output tile of one block.
-TILE_M = 64
-TILE_N = 64
+#: Output tile of one block (square: A and B tiles stage through the same code).
+TILE_MN = 64
+TILE_M = TILE_MN
+TILE_N = TILE_MN
 #: K slice staged through shared memory per step.
 TILE_K = 16
 #: Register block of one thread.
@@ -43,9 +44,8 @@ THREAD_N = 4
 BLOCK_X = TILE_N // THREAD_N
 BLOCK_Y = TILE_M // THREAD_M
 GEMM_THREADS = BLOCK_X * BLOCK_Y
-#: Elements of an A / B tile each thread stages per K slice.
-A_LOADS = TILE_M * TILE_K // GEMM_THREADS
-B_LOADS = TILE_K * TILE_N // GEMM_THREADS
+#: Elements of an A or B tile each thread stages per K slice.
+TILE_LOADS = TILE_MN * TILE_K // GEMM_THREADS
 #: Padding of the shared tiles' rows (breaks bank conflicts of column-wise stores).
 SMEM_PAD = 1
 A_SH_COLS = TILE_M + SMEM_PAD
@@ -59,6 +59,29 @@ ELEMWISE_BLOCK = 256
 ACT_NONE = 0
 ACT_TANH = 1
 ACT_TANH_GRAD = 2
+
+
+@cuda.jit(device=True)
+def stage_tile(src, sh, tid, x0, x_len, k0, k_end, s_x, s_k, x_fast):
+    """sh[kk, xx] = S(x0 + xx, k0 + kk), S(x, k) = src[x s_x + k s_k], 0 outside x < x_len, k < k_end.
+
+    One TILE_K x TILE_MN tile of A (x = m) or B (x = n); consecutive threads walk
+    the operand's contiguous dimension (x when x_fast, else k) so loads coalesce.
+    """
+    for r in range(TILE_LOADS):
+        idx = tid + r * GEMM_THREADS
+        if x_fast:
+            xx = idx % TILE_MN
+            kk = idx // TILE_MN
+        else:
+            kk = idx % TILE_K
+            xx = idx // TILE_K
+        gx = x0 + xx
+        gk = k0 + kk
+        v = float32(0.0)
+        if gx < x_len and gk < k_end:
+            v = src[gx * s_x + gk * s_k]
+        sh[kk, xx] = v
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
@@ -92,8 +115,6 @@ def rl_gemm(gate, a, b, bias, y, c, m_rows, n_cols, k_len, a_sm, a_sk, b_sk, b_s
     z = cuda.blockIdx.z
     k_begin = z * k_split
     k_end = min(k_len, k_begin + k_split)
-    a_k_fast = a_sk == 1
-    b_n_fast = b_sn == 1
     # Column sums for the ones row: thread (tx, ty < THREAD_N) owns column tx + ty BLOCK_X.
     col_sum = float32(0.0)
     sums_cols = ones_row != 0 and cuda.blockIdx.y == 0 and ty < THREAD_N
@@ -101,34 +122,8 @@ def rl_gemm(gate, a, b, bias, y, c, m_rows, n_cols, k_len, a_sm, a_sk, b_sk, b_s
         acc[i] = float32(0.0)
 
     for k0 in range(k_begin, k_end, TILE_K):
-        for r in range(A_LOADS):
-            idx = tid + r * GEMM_THREADS
-            if a_k_fast:
-                kk = idx % TILE_K
-                mm = idx // TILE_K
-            else:
-                mm = idx % TILE_M
-                kk = idx // TILE_M
-            gm = m0 + mm
-            gk = k0 + kk
-            v = float32(0.0)
-            if gm < m_rows and gk < k_end:
-                v = a[gm * a_sm + gk * a_sk]
-            a_sh[kk, mm] = v
-        for r in range(B_LOADS):
-            idx = tid + r * GEMM_THREADS
-            if b_n_fast:
-                nn = idx % TILE_N
-                kk = idx // TILE_N
-            else:
-                kk = idx % TILE_K
-                nn = idx // TILE_K
-            gn = n0 + nn
-            gk = k0 + kk
-            v = float32(0.0)
-            if gn < n_cols and gk < k_end:
-                v = b[gk * b_sk + gn * b_sn]
-            b_sh[kk, nn] = v
+        stage_tile(a, a_sh, tid, m0, m_rows, k0, k_end, a_sm, a_sk, a_sk != 1)
+        stage_tile(b, b_sh, tid, n0, n_cols, k0, k_end, b_sn, b_sk, b_sn == 1)
         cuda.syncthreads()
         for kk in range(TILE_K):
             for i in range(THREAD_M):
