@@ -77,7 +77,9 @@ class DiagnosticsWriter:
     returns, and a power loss after the next fsync (at most ``fsync_interval_s`` later)."""
 
     def __init__(self, run_dir: Path, metric_names: list[str], append: bool = False,
-                 fsync_interval_s: float = FSYNC_INTERVAL_S):
+                 fsync_interval_s: float = FSYNC_INTERVAL_S, keep_until_step: int | None = None):
+        """append: continue an existing file (a resumed run); with keep_until_step, rows with a
+        larger step (written after the checkpoint the run resumes from) are dropped first."""
         self.path = Path(run_dir) / DIAG_FILE
         self.fsync_interval_s = float(fsync_interval_s)
         self._last_fsync = -float("inf")
@@ -88,6 +90,10 @@ class DiagnosticsWriter:
             old = read_diagnostics(self.path)
             if old.schema.remove_metadata() != self.schema.remove_metadata():
                 raise ValueError(f"{self.path}: existing diagnostics have another schema; cannot append")
+            if keep_until_step is not None and len(old) and max(old.column("step").to_pylist()) > keep_until_step:
+                import pyarrow.compute as pc
+
+                self._rewrite(old.filter(pc.less_equal(old.column("step"), keep_until_step)))
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             self._trim_to_complete(old)
         else:
@@ -100,6 +106,17 @@ class DiagnosticsWriter:
             pass  # writes the schema message and an end-of-stream marker
         data = sink.getvalue()
         return data[: -len(_EOS)] if data.endswith(_EOS) else data
+
+    def _rewrite(self, table: pa.Table) -> None:
+        """Rewrite the file with only ``table``'s rows, atomically (temp file + rename)."""
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(self._schema_bytes())
+            for b in table.to_batches():
+                f.write(_batch_bytes(self.schema, b))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
 
     def _trim_to_complete(self, table: pa.Table) -> None:
         """Resume: drop a torn tail left by a crash so appended rows stay readable."""

@@ -92,6 +92,8 @@ class IntegratedTrainer:
         # 7-13 the K-loop
         for k in range(S.K_MAX):
             o.k_gate(o.isv, k, o.gate)
+            if o.host_skips_gated and not o.gate_is_open():
+                break  # simulator only: gated-off kernels would write nothing anyway
             mb = o.replay.sample(o.isv, M, o.gate)
             out = o.learn(env, mb, o.gate)
             o.replay.update_priorities(out.q_priority, M, o.gate)
@@ -189,6 +191,13 @@ class _DeviceOps:
         self.gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.open_gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.step_count = cuda.to_device(np.zeros(1, np.int64), stream=st)
+        # Under the CUDA simulator every thread is a Python thread, so launching the
+        # gated-off K-loop iterations costs minutes; eager simulator runs read the gate
+        # instead (identical results: a gated-off kernel writes nothing). The GPU
+        # path never reads it: K stays a device-side decision inside the graph.
+        from alpharl import target
+
+        self.host_skips_gated = target.on_simulator()
         self.acc = cuda.to_device(np.zeros(N_ACC, np.float64), stream=st)
 
     def reset(self):
@@ -227,6 +236,9 @@ class _DeviceOps:
         from alpharl.cuda_kernels.controllers.k_loop import rl_k_gate
 
         rl_k_gate[1, 1, self.stream](isv, np.int32(k), gate)
+
+    def gate_is_open(self) -> bool:
+        return bool(self.to_host(self.gate)[0])
 
     def learn(self, env, mb, gate):
         from alpharl.learner import ReplayBatch
@@ -316,6 +328,7 @@ class _NumpyOps:
         self.ones = np.ones(max(B, m), np.float32)
         self.gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)
+        self.host_skips_gated = True  # host arrays: reading the gate is free
         self.acc = np.zeros(N_ACC, np.float64)
         self._last = None
 
@@ -350,11 +363,12 @@ class _NumpyOps:
 
         rl_k_gate(isv, k, gate)
 
+    def gate_is_open(self) -> bool:
+        return bool(self.gate[0])
+
     def learn(self, env, mb, gate):
         from alpharl.reference.learner import update
 
-        if gate[0] == 0:
-            return self._last
         rep = {"obs_s": mb.obs_s, "actions": mb.action, "reward": mb.reward, "done": mb.done,
                "obs_sp": mb.obs_s2, "is_weight": mb.is_weight}
         r = update(self.state, self.isv, env, rep, self.layout, dtype=np.float32)
