@@ -7,7 +7,14 @@ repository root is appended to this package's search path below.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# The numpy backend multiplies small matrices (hundreds of rows x 128): BLAS
+# threads only add contention there (40x slower on a loaded 2-core machine).
+# Takes effect when alpharl is imported before numpy; an explicit setting wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 from alpharl import target as _target
 

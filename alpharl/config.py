@@ -41,7 +41,7 @@ class TrainConfig:
     """Capture the step as a CUDA graph and replay it (cuda backend); False = eager launches."""
     replay_capacity: int = 65536
     """Transitions held by the prioritized replay (rounded down to a multiple of B)."""
-    minibatch: int = 256
+    minibatch: int = 64
     """Q minibatch size M drawn from the replay per learning iteration."""
     reward_scale: float = 0.01
     """Rewards ($) are multiplied by this before learning, so returns fit the C51 support."""
