@@ -2,11 +2,11 @@
 CUDA simulator. ``ALPHARL_TARGET=sim|gpu`` forces either (see alpharl.target)."""
 import os
 
+import alpharl  # noqa: F401,I001  (first: chooses the numba target and BLAS threads before numpy/numba load)
+from alpharl import target
+
 import numpy as np
 import pytest
-
-import alpharl  # noqa: F401  (chooses the target before numba is imported)
-from alpharl import target
 
 _SEED = int(os.environ.get("ALPHARL_TEST_SEED", np.random.SeedSequence().entropy % (2**32)))
 
