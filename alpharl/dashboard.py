@@ -111,11 +111,14 @@ class Dashboard:
         self.run_dir: Path | None = None
         self._body = None
         self._dirty = True                 # the body is laid out lazily, on the Live thread
+        self._depth = 0                    # context-manager nesting: the CLI and the trainer both enter it
+        self._finished = False
         self._lock = threading.Lock()      # update() (trainer thread) vs rendering (Live thread)
 
     # ------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Dashboard":
-        if self.live_mode:
+        self._depth += 1
+        if self.live_mode and self._live is None and not self._finished:
             from rich.live import Live
 
             self._live = Live(console=self.console, get_renderable=self._renderable, auto_refresh=True,
@@ -125,7 +128,9 @@ class Dashboard:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop_live()
+        self._depth = max(self._depth - 1, 0)
+        if self._depth == 0:
+            self._stop_live()
         return None
 
     def _stop_live(self) -> None:
@@ -181,7 +186,12 @@ class Dashboard:
             self._print(message)
 
     def finish(self, summary: dict) -> None:
-        """Stop the live display and print the run's summary (a table on a terminal, one line otherwise)."""
+        """Stop the live display and print the run's summary (a table on a terminal, one line otherwise).
+
+        Only the first call prints; later ones do nothing."""
+        if self._finished:
+            return
+        self._finished = True
         self._stop_live()
         if self._pending_plain:
             self._print(self._plain_line())

@@ -53,22 +53,30 @@ def train(
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            replay_capacity=replay_capacity, reward_scale=reward_scale))
         check_paths(cfg, resume)
+        check_backend(cfg)
         summary = _run(cfg, resume, quiet)
     if summary.get("interrupted"):
         where = summary.get("run_dir", cfg.run_dir)
-        typer.echo(f"alpharl: interrupted at step {summary.get('steps', '?')}; checkpoint and diagnostics are in "
+        at = summary.get("step", summary.get("steps", "?"))
+        typer.echo(f"alpharl: interrupted at step {at}; checkpoint and diagnostics are in "
                    f"{where} (continue with --resume {where})", err=True)
         raise typer.Exit(EXIT_INTERRUPTED)
+    if summary.get("run_dir"):
+        typer.echo(f"view the run: alpharl diag {summary['run_dir']}")
 
 
 def resolve_config(config_file: Path | None, resume: Path | None, overrides: dict) -> TrainConfig:
     """Defaults <- config file (or the resumed run's config.toml) <- command-line options; validated."""
+    if resume is not None:
+        check_resume_dir(Path(resume))
     if config_file is not None:
         base = TrainConfig.from_toml(config_file)
     elif resume is not None and (Path(resume) / CONFIG_FILE).is_file():
         base = TrainConfig.from_toml(Path(resume) / CONFIG_FILE)
     else:
         base = TrainConfig()
+    if resume is not None and config_file is None:
+        _check_resume_overrides(base, overrides)
     cfg = base.with_overrides(**overrides)
     if resume is not None and overrides.get("run_dir") is None:
         cfg = cfg.with_overrides(run_dir=str(resume))
@@ -77,18 +85,44 @@ def resolve_config(config_file: Path | None, resume: Path | None, overrides: dic
     return cfg.validate()
 
 
+def _check_resume_overrides(saved: TrainConfig, overrides: dict) -> None:
+    """A resumed run keeps its config but for a few options; refuse a change of any other."""
+    from alpharl.run import RESUME_OVERRIDABLE
+
+    for name, value in overrides.items():
+        if value is None or name in RESUME_OVERRIDABLE or name == "run_dir":
+            continue
+        if value != getattr(saved, name):
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} {value}: a resumed run keeps its {name} = {getattr(saved, name)!r} "
+                            f"(may change: {', '.join('--' + k.replace('_', '-') for k in RESUME_OVERRIDABLE)})")
+
+
+def check_backend(cfg: TrainConfig) -> None:
+    """The backend must exist on this machine (cuda needs a GPU; sim needs numba's simulator)."""
+    from alpharl.trainer import resolve_backend
+
+    try:
+        resolve_backend(cfg.backend)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def check_resume_dir(resume: Path) -> None:
+    if not resume.exists():
+        raise UserError(f"--resume {resume}: no such run directory")
+    if not resume.is_dir():
+        raise UserError(f"--resume {resume}: not a run directory")
+    if not (resume / CHECKPOINT_FILE).is_file():
+        raise UserError(f"--resume {resume}: no {CHECKPOINT_FILE} there (nothing to continue from)")
+
+
 def check_paths(cfg: TrainConfig, resume: Path | None) -> None:
     """Fail early, in one line, on paths that cannot work; never overwrite an earlier run."""
     if cfg.data is not None and not Path(cfg.data).exists():
         raise UserError(f"--data {cfg.data}: no such file or directory")
     if resume is not None:
-        resume = Path(resume)
-        if not resume.exists():
-            raise UserError(f"--resume {resume}: no such run directory")
-        if not resume.is_dir():
-            raise UserError(f"--resume {resume}: not a run directory")
-        if not (resume / CHECKPOINT_FILE).is_file():
-            raise UserError(f"--resume {resume}: no {CHECKPOINT_FILE} there (nothing to continue from)")
+        check_resume_dir(Path(resume))
     elif cfg.run_dir is not None:
         rd = Path(cfg.run_dir)
         if rd.exists() and not rd.is_dir():
@@ -98,6 +132,7 @@ def check_paths(cfg: TrainConfig, resume: Path | None) -> None:
 
 
 def _run(cfg: TrainConfig, resume: Path | None, quiet: bool) -> dict:
+    """Hand the config and a dashboard to the trainer (which enters the dashboard, updates and finishes it)."""
     from alpharl.dashboard import Dashboard
     from alpharl.run import train as run_train
 
@@ -105,7 +140,7 @@ def _run(cfg: TrainConfig, resume: Path | None, quiet: bool) -> dict:
         try:
             summary = run_train(cfg, resume=None if resume is None else str(resume), dashboard=dash)
         except KeyboardInterrupt:
-            # The trainer saves on SIGINT itself; a second Ctrl-C during that save lands here.
-            return {"interrupted": True, "steps": dash.step, "run_dir": cfg.run_dir or dash.run_dir}
-        dash.finish(summary)
+            # The trainer saves on SIGINT itself; a Ctrl-C outside its loop (loading) lands here.
+            return {"interrupted": True, "step": dash.step, "run_dir": cfg.run_dir or dash.run_dir}
+        dash.finish(summary)   # no-op when the trainer already finished it
     return summary

@@ -40,7 +40,7 @@ def make_run(run_dir: Path, rows: int, rng, start_step: int = 0, every: int = 10
 
 
 class FakeTrainer:
-    """Stands in for ``alpharl.run.train`` with its signature; records the calls it got."""
+    """Stands in for ``alpharl.run.train`` (same signature and dashboard use); records the calls it got."""
 
     def __init__(self, rng):
         self.rng = rng
@@ -56,12 +56,16 @@ class FakeTrainer:
 
             load_lobster(config.data, cache=False)   # the real loader: its errors are what train must report
         run_dir = Path(config.run_dir)
-        dashboard.start(config, run_dir)
-        make_run(run_dir, rows=max(1, config.steps // config.diag_every), rng=self.rng, every=config.diag_every)
-        for i in range(3):
-            dashboard.update((i + 1) * config.diag_every, S.bootstrap_vector(), {"pnl/mean": 1.0, "losses/q": 2.0},
-                             10.0, 10.0 * config.b)
-        return {"steps": config.steps, "wall_s": 0.5, "run_dir": str(run_dir), "loss_q": 2.0}
+        with dashboard:           # as the real trainer: enters, updates and finishes the dashboard
+            dashboard.start(config, run_dir)
+            make_run(run_dir, rows=max(1, config.steps // config.diag_every), rng=self.rng, every=config.diag_every)
+            for i in range(3):
+                dashboard.update((i + 1) * config.diag_every, S.bootstrap_vector(),
+                                 {"pnl/mean": 1.0, "losses/q": 2.0}, 10.0, 10.0 * config.b)
+            summary = {"run_dir": str(run_dir), "step": config.steps, "wall_seconds": 0.5, "interrupted": False,
+                       "losses": {"loss_q": 2.0}}
+            dashboard.finish(summary)
+        return summary
 
 
 def assert_one_line_error(r, *names, alone: bool = True):

@@ -12,6 +12,9 @@ def fake_trainer(monkeypatch, rng):
     fake = FakeTrainer(rng)
     module = types.ModuleType("alpharl.run")
     module.train = fake.train
+    from alpharl.run import RESUME_OVERRIDABLE
+
+    module.RESUME_OVERRIDABLE = RESUME_OVERRIDABLE
     monkeypatch.setitem(sys.modules, "alpharl.run", module)
     import alpharl
 

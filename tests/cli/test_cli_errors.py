@@ -79,7 +79,13 @@ def test_resume_without_checkpoint(fake_trainer, tmp_path):
 def test_resume_incompatible_checkpoint(fake_trainer, tmp_path, rng):
     run = make_run(tmp_path / "run", rows=2, rng=rng)
     fake_trainer.raise_exc = CheckpointError(f"{run}/checkpoint.npz: B=2 in the checkpoint, B=4 asked")
-    assert_one_line_error(train("--resume", run, "--b", 4), "checkpoint.npz", "B=2")
+    assert_one_line_error(train("--resume", run), "checkpoint.npz", "B=2")
+
+
+def test_resume_refuses_a_fixed_option(fake_trainer, tmp_path, rng):
+    run = make_run(tmp_path / "run", rows=2, rng=rng)
+    assert_one_line_error(train("--resume", run, "--b", 4), "--b 4", "keeps its b = 2", "--steps")
+    assert not fake_trainer.calls
 
 
 def test_run_dir_is_a_file(fake_trainer, tmp_path):

@@ -107,3 +107,49 @@ def test_kill_9_midway_then_resume(tmp_path):
     after = read_diagnostics(run).column("step").to_pylist()
     assert after[-1] == ck_step + 3 or after[-1] > steps[-1]
     assert int(load_checkpoint(run)[1]["step"]) > ck_step
+
+
+def test_resume_from_a_checkpoint_of_another_shape(tmp_path):
+    """The run's config says B=3 but its checkpoint holds B=2: the trainer refuses it in one line."""
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["train", *TINY, "--steps", "2", "--diag-every", "1", "--run-dir", str(run)])
+    assert r.exit_code == 0, r.output
+    cfg = (run / "config.toml").read_text()
+    (run / "config.toml").write_text(cfg.replace("b = 2\n", "b = 3\n"))
+    r = runner.invoke(app, ["train", "--resume", str(run), "--steps", "4"])
+    assert_one_line_error(r, CHECKPOINT_FILE, alone=False)
+    load_checkpoint(run)
+
+
+def test_resume_from_a_corrupt_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["train", *TINY, "--steps", "2", "--diag-every", "1", "--run-dir", str(run)])
+    assert r.exit_code == 0, r.output
+    (run / CHECKPOINT_FILE).write_bytes(b"PK\x03\x04 torn")
+    rows = read_diagnostics(run).num_rows
+    r = runner.invoke(app, ["train", "--resume", str(run), "--steps", "4"])
+    assert_one_line_error(r, CHECKPOINT_FILE, alone=False)
+    assert read_diagnostics(run).num_rows == rows     # nothing written before is lost
+
+
+def test_ctrl_c_stops_cleanly(tmp_path):
+    """SIGINT: the trainer finishes its step, writes the final checkpoint, flushes; exit 130 and one line saying where."""
+    run = tmp_path / "run"
+    env = {**os.environ, "ALPHARL_TARGET": "sim"}
+    cmd = [sys.executable, "-m", "alpharl.cli", "train", *TINY, "--steps", "100000", "--diag-every", "1",
+           "--checkpoint-every", "1000", "--run-dir", str(run), "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: _rows(run) >= 3, "3 rows", proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and f"--resume {run}" in err
+    steps = read_diagnostics(run).column("step").to_pylist()
+    _, meta = load_checkpoint(run)
+    assert int(meta["step"]) == steps[-1]              # final checkpoint at the last row's step
+    assert json.loads((run / "summary.json").read_text())["interrupted"] is True
