@@ -1,5 +1,6 @@
 """Real tiny training runs (``--backend numpy``) through the CLI: run directory, diag and eval on it,
 kill -9 midway then resume, incompatible resume."""
+import contextlib
 import json
 import os
 import signal
@@ -70,6 +71,21 @@ def _wait_for(pred, what: str, proc):
         time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def _long_run(run: Path, checkpoint_every: int):
+    """A real training run in a subprocess (many steps, a row per step); killed on the way out if still alive."""
+    env = {**os.environ, "ALPHARL_TARGET": "sim"}
+    cmd = [sys.executable, "-m", "alpharl.cli", "train", *TINY, "--steps", "100000", "--diag-every", "1",
+           "--checkpoint-every", str(checkpoint_every), "--run-dir", str(run), "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _rows(run: Path) -> int:
     try:
         return read_diagnostics(run).num_rows
@@ -80,19 +96,11 @@ def _rows(run: Path) -> int:
 def test_kill_9_midway_then_resume(tmp_path):
     """SIGKILL a real run once it has written diagnostics and a checkpoint: both stay readable, resume continues."""
     run = tmp_path / "run"
-    env = {**os.environ, "ALPHARL_TARGET": "sim"}
-    cmd = [sys.executable, "-m", "alpharl.cli", "train", *TINY, "--steps", "100000", "--diag-every", "1",
-           "--checkpoint-every", "2", "--run-dir", str(run), "--quiet"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+    with _long_run(run, checkpoint_every=2) as proc:
         _wait_for(lambda: _rows(run) >= 4 and (run / CHECKPOINT_FILE).exists(), "4 rows and a checkpoint", proc)
         time.sleep(0.2)   # let it be in the middle of something
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == -signal.SIGKILL
     diag = read_diagnostics(run)
     steps = diag.column("step").to_pylist()
@@ -102,7 +110,8 @@ def test_kill_9_midway_then_resume(tmp_path):
     assert 2 <= ck_step <= steps[-1] + 2
 
     r = subprocess.run([sys.executable, "-m", "alpharl.cli", "train", "--resume", str(run),
-                        "--steps", str(ck_step + 3), "--quiet"], env=env, capture_output=True, text=True, timeout=300)
+                        "--steps", str(ck_step + 3), "--quiet"], env={**os.environ, "ALPHARL_TARGET": "sim"},
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     after = read_diagnostics(run).column("step").to_pylist()
     assert after[-1] == ck_step + 3 or after[-1] > steps[-1]
@@ -135,18 +144,10 @@ def test_resume_from_a_corrupt_checkpoint(tmp_path):
 def test_ctrl_c_stops_cleanly(tmp_path):
     """SIGINT: the trainer finishes its step, writes the final checkpoint, flushes; exit 130 and one line saying where."""
     run = tmp_path / "run"
-    env = {**os.environ, "ALPHARL_TARGET": "sim"}
-    cmd = [sys.executable, "-m", "alpharl.cli", "train", *TINY, "--steps", "100000", "--diag-every", "1",
-           "--checkpoint-every", "1000", "--run-dir", str(run), "--quiet"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with _long_run(run, checkpoint_every=1000) as proc:
         _wait_for(lambda: _rows(run) >= 3, "3 rows", proc)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and f"--resume {run}" in err
     steps = read_diagnostics(run).column("step").to_pylist()
