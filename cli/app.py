@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from alpharl.cli import data, diag, eval as eval_cmd, slots, train
+from alpharl.cli import bench, data, diag, eval as eval_cmd, slots, train
 from alpharl.cli.errors import user_errors
 
 app = typer.Typer(
@@ -23,6 +23,7 @@ app.command("train")(train.train)
 app.command("diag")(diag.diag)
 app.command("eval")(eval_cmd.eval_)
 app.command("slots")(slots.slots)
+app.command("bench")(bench.bench)
 app.add_typer(data.app, name="data", help="LOBSTER market data: inspect the files the simulator replays.")
 
 

@@ -1,0 +1,205 @@
+"""``alpharl bench``: throughput of the training step over B, against its floor.
+
+For each B: µs per full training step with the step captured as a CUDA graph
+and with eager launches, env-steps per second, the simulator alone and the
+learning update alone (graph-replayed), peak GPU memory, and the step's floor:
+FLOPs of the GEMMs (forward + backward of every layer, K=1), bytes that must
+cross HBM (parameters, Adam moments, gradients, activations, replay rows,
+events), and launches x ~1 µs (a captured kernel's cost on an idle GPU). The
+floor is max(FLOPs / fp32 peak, bytes / HBM bandwidth, launches x 1 µs).
+Cold and warm start (process start to the first step, with an empty and a
+filled kernel cache) are measured in subprocesses.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+#: The B values of the results table.
+DEFAULT_BS = (16, 64, 256, 1024, 4096, 16384, 65536)
+#: H200 ceilings used for the floor (vendor datasheet fp32; measured copy bandwidth).
+FP32_PEAK_FLOPS = 67e12
+HBM_BYTES_PER_S = 4.3e12
+GRAPH_LAUNCH_S = 1.0e-6
+
+
+def _timed(fn, n: int, sync) -> float:
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / n
+
+
+def floor_of(trainer) -> dict:
+    """FLOPs, bytes and launches of one training step (K = 1) and the implied floor in µs."""
+    lay = trainer.ops.nets.layout
+    B, M, D = trainer.B, trainer.M, trainer.obs_dim
+    rows = 2 * B + 2 * M          # stacked encoder rows of the learning update
+    flops = 0.0
+    for name, layer in lay.layers.items():
+        k, n = layer.k_in, layer.n_out
+        if name.startswith("enc."):
+            r_fwd, r_bwd = rows + M + B, B + M   # online + target (s') + acting pass; backward on [s_t | s]
+        elif name.startswith("q."):
+            r_fwd, r_bwd = 3 * M if name == "q.adv" else rows + M, M
+        else:
+            r_fwd, r_bwd = rows if name == "v.out" else 2 * B, B
+        flops += 2.0 * k * n * r_fwd + 2 * 2.0 * k * n * r_bwd   # forward + (dX, dW)
+    n_params = lay.n_params
+    bytes_ = 4.0 * n_params * 7                 # params r/w, grads r/w, Adam m and v r/w, ~target
+    bytes_ += 4.0 * rows * (D + 4 * lay.hidden) * 3   # activations written and read back
+    bytes_ += 4.0 * (2 * B + 2 * M) * D          # replay insert + gather
+    bytes_ += 4.0 * B * trainer.config.sim.events_per_step * 8   # events + book columns touched
+    launches = trainer.launches_per_step if hasattr(trainer, "launches_per_step") else None
+    t_flop = flops / FP32_PEAK_FLOPS
+    t_byte = bytes_ / HBM_BYTES_PER_S
+    t_launch = (launches or 0) * GRAPH_LAUNCH_S
+    return {"flops": flops, "bytes": bytes_, "launches": launches,
+            "floor_us": 1e6 * max(t_flop, t_byte, t_launch), "bound": max(
+                (("arithmetic", t_flop), ("bandwidth", t_byte), ("launches", t_launch)), key=lambda x: x[1])[0]}
+
+
+def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
+    from numba import cuda
+
+    from alpharl.config import TrainConfig
+    from alpharl.graph import CapturedGraph
+    from alpharl.trainer import IntegratedTrainer
+
+    ctx = cuda.current_context()
+    free0, total = ctx.get_memory_info()
+    cfg = TrainConfig(b=b, backend="cuda", graph=True, replay_capacity=max(65536, 4 * b), minibatch=256)
+    tr = IntegratedTrainer(cfg, market)
+    sync = tr.ops.stream.synchronize
+    tr.step()                              # eager warm-up (compiles, loads modules)
+    tr.step()                              # captures the graph and replays it once
+    n_nodes = tr._graph.n_nodes
+    tr.launches_per_step = n_nodes
+    graph_s = _timed(tr.step, steps, sync)
+    tr.config.graph = False
+    eager_s = _timed(tr.step, eager_steps or max(3, steps // 10), sync)
+    tr.config.graph = True
+
+    # simulator alone and one learning iteration alone, each captured and replayed
+    o = tr.ops
+    sim_graph = CapturedGraph(o.stream, lambda: o.sim.step(o.actions))
+    sim_s = _timed(sim_graph.replay, steps, sync)
+
+    def learn_once():
+        o.k_gate(o.isv, 0, o.gate)
+        mb = o.replay.sample(o.isv, tr.M, o.gate)
+        out = o.learn(o.env_batch(), mb, o.gate)
+        o.replay.update_priorities(out.q_priority, tr.M, o.gate)
+
+    learn_graph = CapturedGraph(o.stream, learn_once)
+    learn_s = _timed(learn_graph.replay, steps, sync)
+    free1, _ = ctx.get_memory_info()
+    fl = floor_of(tr)
+    row = {
+        "b": b, "graph_us": 1e6 * graph_s, "eager_us": 1e6 * eager_s,
+        "env_steps_per_s": b / graph_s, "us_per_env_step": 1e6 * graph_s / b,
+        "sim_us": 1e6 * sim_s, "learn_us": 1e6 * learn_s,
+        "gpu_mem_mb": (free0 - free1) / 2**20, "graph_nodes": n_nodes,
+        "floor_us": fl["floor_us"], "measured_over_floor": graph_s * 1e6 / fl["floor_us"], "bound": fl["bound"],
+        "gflop_per_step": fl["flops"] / 1e9, "mb_per_step": fl["bytes"] / 2**20,
+    }
+    sim_graph.close()
+    learn_graph.close()
+    del tr
+    return row
+
+
+def start_time(cache_dir: str) -> float:
+    """Seconds from a fresh process's start to its first completed training step."""
+    code = ("import time; t0=time.perf_counter(); from alpharl.config import TrainConfig; "
+            "from alpharl.lobster import load_embedded; from alpharl.trainer import IntegratedTrainer; "
+            "tr=IntegratedTrainer(TrainConfig(b=16, backend='cuda'), load_embedded()); tr.step(); "
+            "tr.read_isv(); print(time.perf_counter()-t0)")
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    return float(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else wall
+
+
+def environment() -> dict:
+    import numba
+    import numpy
+
+    info = {"date": time.strftime("%Y-%m-%d %H:%M"), "python": sys.version.split()[0], "numba": numba.__version__,
+            "numpy": numpy.__version__}
+    try:
+        import numba_cuda
+
+        info["numba_cuda"] = getattr(numba_cuda, "__version__", "?")
+    except ImportError:
+        pass
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+        info["gpu"], info["driver"] = [s.strip() for s in q.stdout.strip().splitlines()[0].split(",")]
+    except Exception:  # no nvidia-smi: leave them out
+        pass
+    return info
+
+
+def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True) -> dict:
+    from alpharl.lobster import load_embedded
+
+    market = load_embedded()
+    rows = []
+    for b in bs:
+        rows.append(bench_b(b, steps, market))
+    report = {"env": environment(), "rows": rows}
+    if starts:
+        with tempfile.TemporaryDirectory() as d:
+            report["cold_start_s"] = start_time(d)
+            report["warm_start_s"] = start_time(d)
+    return report
+
+
+def format_table(report: dict):
+    from rich.table import Table
+
+    t = Table(title=f"alpharl bench — {report['env'].get('gpu', '?')} ({report['env'].get('date')})")
+    cols = [("B", "b", "{:d}"), ("graph µs/step", "graph_us", "{:.1f}"), ("eager µs/step", "eager_us", "{:.1f}"),
+            ("env-steps/s", "env_steps_per_s", "{:,.0f}"), ("µs/env-step", "us_per_env_step", "{:.4f}"),
+            ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"), ("GPU MB", "gpu_mem_mb", "{:.0f}"),
+            ("floor µs", "floor_us", "{:.1f}"), ("meas/floor", "measured_over_floor", "{:.1f}"),
+            ("bound", "bound", "{}")]
+    for name, _, _ in cols:
+        t.add_column(name, justify="right")
+    for r in report["rows"]:
+        t.add_row(*[fmt.format(r[key]) for _, key, fmt in cols])
+    if "cold_start_s" in report:
+        t.caption = f"cold start {report['cold_start_s']:.1f} s, warm start {report['warm_start_s']:.1f} s (to the first step)"
+    return t
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--b", type=int, nargs="*", default=list(DEFAULT_BS))
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--no-starts", action="store_true")
+    ap.add_argument("--json", type=str, default=None)
+    a = ap.parse_args(argv)
+    report = run_bench(a.b, a.steps, not a.no_starts)
+    from rich.console import Console
+
+    Console().print(format_table(report))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""``alpharl bench``: throughput of the training step over B on a GPU."""
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from alpharl.cli.errors import UserError
+
+
+def bench(
+    b: Annotated[list[int] | None, typer.Option("--b", help="Batch sizes B to measure (repeat the option).")] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Replayed steps timed per B.")] = 200,
+    starts: Annotated[bool, typer.Option("--starts/--no-starts", help="Also time cold and warm start (subprocesses).")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    out: Annotated[str | None, typer.Option("--out", help="Also write the JSON report to this file.")] = None,
+) -> None:
+    """Benchmark the training step: µs/step (graph, eager), env-steps/s, sim and learning alone, memory, floor."""
+    from alpharl import target
+
+    if target.active() != target.GPU:
+        raise UserError("bench needs a GPU (numba runs the CUDA simulator here); run it on a GPU machine")
+    from alpharl.bench import DEFAULT_BS, format_table, run_bench
+
+    bs = b or list(DEFAULT_BS)
+    if any(x < 1 for x in bs):
+        raise UserError(f"--b {min(bs)}: must be >= 1")
+    report = run_bench(bs, steps, starts)
+    if out:
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
+    if as_json:
+        typer.echo(json.dumps(report, indent=1))
+    else:
+        from rich.console import Console
+
+        Console().print(format_table(report))
