@@ -39,6 +39,10 @@ def eval_(
             raise UserError(f"--policy {policy!r}: expected one of {', '.join(ALL)}")
         if backend not in EVAL_BACKENDS:
             raise UserError(f"--backend {backend!r}: expected one of {', '.join(EVAL_BACKENDS)}")
+        from alpharl import target
+
+        if backend == "cuda" and target.on_simulator():
+            raise UserError("--backend cuda: no GPU here (numba runs the CUDA simulator); use --backend numpy or sim")
         names = [policy] if policy else list(ALL) if run is not None else list(BASELINES)
         params = None
         if run is not None:

@@ -102,3 +102,17 @@ def test_window_too_short():
 
 def test_missing_eval_data(tmp_path):
     assert_one_line_error(runner.invoke(app, ["eval", "--data", str(tmp_path / "x.zip")]), "x.zip")
+
+
+def test_kernel_simulator_agrees_with_the_reference():
+    """--backend sim runs the LobSim kernels (under the CUDA simulator here): same statistics as the NumPy sim."""
+    args = ["eval", "--policy", "periodic", "--period", "4", "--steps", "6", "--b", "2", "--json"]
+    ref = json.loads(runner.invoke(app, [*args, "--backend", "numpy"]).output)["policies"]
+    dev = runner.invoke(app, [*args, "--backend", "sim"])
+    assert dev.exit_code == 0, dev.output
+    assert json.loads(dev.output)["policies"] == ref
+    assert ref["periodic"]["trades"] > 0
+
+
+def test_bad_eval_backend():
+    assert_one_line_error(runner.invoke(app, ["eval", "--backend", "tpu"]), "--backend 'tpu'")
