@@ -154,3 +154,27 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     _, meta = load_checkpoint(run)
     assert int(meta["step"]) == steps[-1]              # final checkpoint at the last row's step
     assert json.loads((run / "summary.json").read_text())["interrupted"] is True
+
+
+def test_disk_full_in_a_real_run(tmp_path, monkeypatch):
+    """The 5th diagnostics write hits ENOSPC: one line, exit 2; the rows and checkpoint before it stay whole."""
+    import errno
+
+    from alpharl.diag import DiagnosticsWriter
+
+    real_append = DiagnosticsWriter._append
+    calls = {"n": 0}
+
+    def append(self, data):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        real_append(self, data)
+
+    monkeypatch.setattr(DiagnosticsWriter, "_append", append)
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["train", *TINY, "--steps", "20", "--diag-every", "1", "--checkpoint-every", "2",
+                            "--run-dir", str(run)])
+    assert_one_line_error(r, "disk full", DIAG_FILE, alone=False)
+    assert read_diagnostics(run).column("step").to_pylist() == [1, 2, 3]
+    load_checkpoint(run)
