@@ -149,9 +149,13 @@ def test_ppo_loss_matches_reference_and_finite_differences(rng):
     logits = nonzero_uniform(rng, (n, N_ACTIONS), -2, 2)
     actions = rng.integers(0, N_ACTIONS, n).astype(np.int32)
     lp_new = R.log_softmax(logits.astype(np.float64))[np.arange(n), actions]
-    # Old log-probs around the new ones: ratios from 0.2 to 5, so every branch is taken.
-    logp_old = (lp_new - rng.uniform(np.log(0.2), np.log(5.0), n)).astype(np.float32)
+    # Old log-probs around the new ones: ratios from 0.2 to 5; the first four samples pin every branch:
+    # dual clip (ratio 4, A < 0), clipped above (1.6, A > 0), clipped below (0.5, A < 0), unclipped (1.05).
+    log_ratio = rng.uniform(np.log(0.2), np.log(5.0), n)
+    log_ratio[:4] = np.log([4.0, 1.6, 0.5, 1.05])
+    logp_old = (lp_new - log_ratio).astype(np.float32)
     adv = nonzero_uniform(rng, n, -2, 2)
+    adv[:4] = np.abs(adv[:4]) * np.array([-1, 1, -1, 1], np.float32)
     isv = S.bootstrap_vector()
     isv[S.RL_PPO_CLIP_EPS], isv[S.RL_PPO_RATIO_CLAMP], isv[S.RL_ENTROPY_COEF] = eps_c, c, coef
     outs = [poisoned(n * N_ACTIONS)] + [poisoned(n) for _ in range(4)]
@@ -176,8 +180,8 @@ def test_scalar_losses_match_reference_and_finite_differences(rng, kind):
     pred = nonzero_uniform(rng, n, -3, 3)
     target = ((rng.uniform(size=n) < 0.5).astype(np.float32) if kind == KL.LOSS_BCE
               else nonzero_uniform(rng, n, -3, 3))
-    if kind == KL.LOSS_HUBER:
-        assert (np.abs(pred - target) > KL.HUBER_DELTA).any() and (np.abs(pred - target) < KL.HUBER_DELTA).any()
+    if kind == KL.LOSS_HUBER:  # both regimes of the Huber loss
+        pred[:2] = target[:2] + np.array([0.5, -2.0], np.float32) * KL.HUBER_DELTA
     d, loss = poisoned(n), poisoned(n)
     KL.rl_scalar_loss[_grid(n)](_gate(), cuda.to_device(pred), cuda.to_device(target), np.int32(n), np.int32(kind),
                                 d, loss)
