@@ -72,6 +72,8 @@ def c51_project(q, reward, done, gamma):
     disc = (gamma * (1 - done)).astype(dt)
     tz = np.clip(reward[:, None].astype(dt) + disc[:, None] * z[None, :], V_MIN, V_MAX)
     b = np.clip((tz - dt.type(V_MIN)) / dt.type(DELTA_Z), 0, N_ATOMS - 1)
+    bad = ~(np.isfinite(reward) & np.isfinite(disc)) | ~np.isfinite(b).all(axis=1)
+    b = np.where(np.isfinite(b), b, 0)  # keep indices in range; bad rows are poisoned below
     lo = np.floor(b).astype(np.int64)
     hi = np.ceil(b).astype(np.int64)
     m = np.zeros((n, N_ATOMS), dt)
@@ -79,6 +81,7 @@ def c51_project(q, reward, done, gamma):
     same = (lo == hi)
     np.add.at(m, (rows, lo.ravel()), np.where(same, q, q * (hi - b)).ravel())
     np.add.at(m, (rows, hi.ravel()), np.where(same, 0, q * (b - lo)).ravel())
+    m[bad] = np.nan  # a non-finite reward/done: NaN target, loss and gradients (the guard skips the update)
     return m
 
 
@@ -132,7 +135,7 @@ def ppo_loss(logits, actions, logp_old, adv, eps, c, coef):
     sel = np.zeros_like(p)
     sel[idx, actions] = 1
     d = (-(d_obj * ratio)[:, None] * (sel - p) + coef * p * (lp + h[:, None])) / n
-    return loss, d, h, (ratio - 1) - log_ratio, ratio
+    return loss, d, h, np.maximum((ratio - 1) - log_ratio, 0), ratio
 
 
 def ppo_loss_value(logits, actions, logp_old, adv, eps, c, coef):

@@ -145,7 +145,7 @@ def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
         return
     i = idx[:m]
     p = np.abs(np.asarray(loss[:m], f32)) + f32(PRIORITY_EPS)
-    p[~np.isfinite(p)] = pmax[0]
+    p[~np.isfinite(p)] = 0.0  # dropped
     priority[i] = 0.0
     np.maximum.at(priority, i, p)
     top = p.max() if m > 0 else f32(0.0)

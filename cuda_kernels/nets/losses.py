@@ -80,6 +80,8 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
         e_target += qj * zj
         tz = min(max(r + disc * zj, float32(V_MIN)), float32(V_MAX))
         bj = min(max((tz - float32(V_MIN)) / float32(DELTA_Z), float32(0.0)), float32(N_ATOMS - 1))
+        if not (bj >= float32(0.0) and bj <= float32(N_ATOMS - 1)):
+            bj = float32(0.0)  # NaN target: keep the indices in range; the mass is poisoned below
         lo = int32(math.floor(bj))
         hi = int32(math.ceil(bj))
         if lo == hi:
@@ -87,6 +89,11 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
         else:
             m[lo] += qj * (float32(hi) - bj)
             m[hi] += qj * (bj - float32(lo))
+    if not (math.isfinite(r) and math.isfinite(disc)):
+        # A non-finite reward/done: the target is NaN, so are the loss and gradients,
+        # and the grad guard skips the Q update (nothing reaches the weights).
+        for z in range(N_ATOMS):
+            m[z] = float32(math.nan)
     a = actions[b]
     dueling_logits(adv, b * N_Q_OUT, val, b * N_ATOMS, a, lp)
     log_softmax_inplace(lp, N_ATOMS)
@@ -161,7 +168,7 @@ def rl_ppo_loss(gate, logits, actions, logp_old, advantage, n, isv, d_logits, lo
         h -= math.exp(lp[j]) * lp[j]
     loss[b] = -obj - coef * h
     entropy[b] = h
-    kl[b] = (ratio - float32(1.0)) - log_ratio
+    kl[b] = max((ratio - float32(1.0)) - log_ratio, float32(0.0))  # >= 0; float32 rounding near ratio 1
     ratio_out[b] = ratio
     inv_n = float32(1.0) / float32(n)
     for j in range(N_ACTIONS):

@@ -42,8 +42,9 @@ transition holds all the mass; 0 ("not observed") while the buffer is empty.
 Priority update after a Q step: p_i <- |loss_j| + PRIORITY_EPS for each sampled
 row j (i = idx[j]); a transition drawn several times in one batch keeps the
 largest of its new priorities (order-independent, so deterministic); a
-non-finite loss gives the transition the running max priority (it stays
-sampleable and does not poison pmax). pmax <- max(pmax, batch max). New
+non-finite loss (a NaN or inf in the transition itself: the weights are guarded
+against non-finite updates) drops the transition: priority 0, never sampled
+again, so one bad row cannot stall the Q head; it does not touch pmax. pmax <- max(pmax, batch max). New
 transitions enter with priority pmax, so each is replayed at least once soon.
 
 Kernels that run inside the learning K-loop (build_cdf, sample, gather,
@@ -314,7 +315,7 @@ def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
     for j in range(tid, m, PER_BLOCK):
         p = abs(loss[j]) + float32(PRIORITY_EPS)
         if not math.isfinite(p):
-            p = fallback
+            p = float32(0.0)  # dropped
         cuda.atomic.max(priority, idx[j], p)
         top = max(top, p)
     batch_max[tid] = top

@@ -116,6 +116,29 @@ def test_c51_loss_matches_reference_and_finite_differences(rng):
     np.testing.assert_allclose(d_adv_ref, fd_adv, rtol=1e-5, atol=1e-8)
 
 
+def test_c51_loss_non_finite_reward_poisons_only_its_row(rng):
+    """A NaN/inf reward gives that row a NaN loss and NaN gradients (the grad guard then skips
+    the Q step) with every atom index kept in range; the other rows are unaffected."""
+    inp = _c51_inputs(rng, 5)
+    inp["reward"][1] = np.nan
+    inp["reward"][3] = np.inf
+    n = 5
+    isv = S.bootstrap_vector()
+    outs = [poisoned(n * NQ), poisoned(n * N_ATOMS), poisoned(n), poisoned(n)]
+    order = ("adv", "val", "actions", "t_adv", "t_val", "a_star", "reward", "done", "is_w")
+    KL.rl_c51_loss[_grid(n)](_gate(), *[cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in order],
+                             np.int32(n), cuda.to_device(isv), *outs)
+    d_adv, d_val, loss, _ = [o.copy_to_host() for o in outs]
+    bad = np.array([False, True, False, True, False])
+    assert np.isnan(loss[bad]).all() and np.isfinite(loss[~bad]).all()
+    assert np.isnan(d_val.reshape(n, N_ATOMS)[bad]).all() and np.isfinite(d_val.reshape(n, N_ATOMS)[~bad]).all()
+    f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inp.items()}
+    ce, *_ = R.rl_c51_loss(f64["adv"], f64["val"], inp["actions"], f64["t_adv"], f64["t_val"], inp["a_star"],
+                           f64["reward"], f64["done"], f64["is_w"], float(isv[S.RL_GAMMA]))
+    assert np.isnan(ce[bad]).all()
+    np.testing.assert_allclose(loss[~bad], ce[~bad], rtol=1e-4, atol=1e-5)
+
+
 def test_c51_projection_exact_integer_case(rng):
     """gamma = 1, integer reward: every b_j is an exact integer (l == u) and must keep its mass."""
     inp = _c51_inputs(rng, 4)

@@ -149,7 +149,7 @@ def test_priority_update_takes_max_over_duplicates_and_guards_non_finite(rng):
     eps = np.float32(K.PRIORITY_EPS)
     new = np.abs(loss) + eps
     assert p[3] == new[[0, 2, 5]].max() and p[7] == new[[1, 6]].max() and p[9] == new[3]
-    assert p[21] == K.INITIAL_MAX_PRIORITY and p[22] == K.INITIAL_MAX_PRIORITY  # non-finite -> old pmax
+    assert p[21] == 0 and p[22] == 0  # non-finite loss -> the transition is dropped
     assert dev.state_dict()["pmax"][0] == np.float32(9.0) + eps
     untouched = np.setdiff1d(np.arange(capacity), idx)
     np.testing.assert_array_equal(p[untouched], K.INITIAL_MAX_PRIORITY)
