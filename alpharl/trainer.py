@@ -40,7 +40,6 @@ from alpharl.config import TrainConfig
 from alpharl.prng import seed_states
 from alpharl.sim.layout import OUT_TRADE_DONE
 from alpharl.cuda_kernels.step_ops import N_ACC
-from alpharl.sizes import N_ACTIONS
 
 #: Seeds of independent PRNG streams derived from the run's seed.
 ACTION_STREAM = 1
@@ -160,7 +159,7 @@ class _DeviceOps:
 
         from alpharl.controllers import Controllers
         from alpharl.learner import Learner
-        from alpharl.nets import Launcher, Nets
+        from alpharl.nets import Nets
         from alpharl.replay import PrioritizedReplay
         from alpharl.sim.lobsim import LobSim
 
@@ -173,16 +172,12 @@ class _DeviceOps:
         self.obs_dim = self.sim.obs_dim
         self.nets = Nets(self.obs_dim, seed=config.seed)
         self.learner = Learner(self.nets, B, m, stream=st)
-        self.launcher = Launcher(st)
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, config.seed, stream=st)
         self.controllers = Controllers(st)
         self.isv = S.alloc_isv(st)
         self.seed = config.seed
         f32 = np.float32
         self.obs_t = cuda.device_array((B, self.obs_dim), f32, stream=st)
-        self.h1 = cuda.device_array(B * self.nets.layout.hidden, f32, stream=st)
-        self.h = cuda.device_array(B * self.nets.layout.hidden, f32, stream=st)
-        self.pi_logits = cuda.device_array((B, N_ACTIONS), f32, stream=st)
         self.actions = cuda.device_array(B, np.int32, stream=st)
         self.logp = cuda.device_array(B, f32, stream=st)
         self.reward = cuda.device_array(B, f32, stream=st)
@@ -209,17 +204,10 @@ class _DeviceOps:
         dst.copy_to_device(src, stream=self.stream)
 
     def act(self, obs):
-        from alpharl.cuda_kernels.nets import gemm as G
         from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_pi_action_kernel
 
-        L, p, g = self.nets.layout.layers, self.nets.params, self.open_gate
-        flat = obs.reshape(obs.size)
-        self.launcher.forward(g, flat, self.B, L["enc.l1"], p, self.h1, G.ACT_TANH)
-        self.launcher.forward(g, self.h1, self.B, L["enc.l2"], p, self.h, G.ACT_TANH)
-        self.launcher.forward(g, self.h, self.B, L["pi.out"], p, self.pi_logits.reshape(self.pi_logits.size),
-                              G.ACT_NONE)
-        rl_pi_action_kernel[action_grid(self.B), ACTION_BLOCK, self.stream](
-            self.pi_logits, self.prng, self.actions, self.logp)
+        logits = self.learner.act_forward(obs, self.open_gate)
+        rl_pi_action_kernel[action_grid(self.B), ACTION_BLOCK, self.stream](logits, self.prng, self.actions, self.logp)
 
     def scale(self, x, n, s, out):
         from alpharl.cuda_kernels.step_ops import STEP_OPS_BLOCK, rl_scale
