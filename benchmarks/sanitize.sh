@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # compute-sanitizer on the integrated smoke: `alpharl train --steps 3 --b 128` on
-# the embedded data, eager launches (every kernel checked at its own launch) and
-# once more with the CUDA graph. Writes each tool's summary to OUTDIR.
+# the embedded data. Every tool checks eager launches (each kernel at its own
+# launch); memcheck also checks the CUDA-graph replay. Writes each tool's log
+# to OUTDIR and prints the summaries.
 set -uo pipefail
 out=${1:-sanitizer-results}
 mkdir -p "$out"
 export ALPHARL_TARGET=gpu PYTHONUNBUFFERED=1
 run="python3 -m alpharl.cli train --steps 3 --b 128 --backend cuda --diag-every 1 --quiet"
-for tool in memcheck racecheck initcheck synccheck; do
-  for g in --no-graph --graph; do
-    d=$(mktemp -d)
-    echo "== $tool $g"
-    compute-sanitizer --tool "$tool" --print-limit 20 $run $g --run-dir "$d/run" > "$out/$tool${g}.log" 2>&1
-    echo "exit $?" >> "$out/$tool${g}.log"
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|exit " "$out/$tool${g}.log" | tail -3
-  done
+$run --run-dir "$(mktemp -d)/warm" > /dev/null 2>&1   # fill the kernel cache outside the sanitizer
+for spec in memcheck:--no-graph memcheck:--graph racecheck:--no-graph initcheck:--no-graph synccheck:--no-graph; do
+  tool=${spec%%:*}; g=${spec#*:}
+  log="$out/${tool}${g}.log"
+  echo "== compute-sanitizer --tool $tool  $run $g" | tee "$log"
+  compute-sanitizer --tool "$tool" --print-limit 20 $run $g --run-dir "$(mktemp -d)/run" >> "$log" 2>&1
+  echo "exit $?" >> "$log"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|exit " "$log" | tail -3
 done
