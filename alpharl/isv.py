@@ -30,7 +30,7 @@ K_MAX = 4
 #: Learning-rate controller bounds and bootstrap (seed signal-driven-lr).
 LR_BOOTSTRAP = 1.0e-3
 LR_MIN = 1.0e-5
-LR_MAX = 1.0e-2
+LR_MAX = 3.0e-3
 #: The discount factor held in the ISV.
 GAMMA_BOOTSTRAP = 0.99
 N_ACTIONS_LN = math.log(9.0)

@@ -36,8 +36,42 @@ def requested() -> str:
     return value
 
 
+def source_fingerprint() -> str:
+    """Hash of every Python source of the package (kernels, constants, registry)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent
+    folders = [root]
+    for name in ("cuda_kernels",):
+        for cand in (root / name, root.parent / name):
+            if cand.is_dir():
+                folders.append(cand)
+    h = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")):
+            h.update(str(path.relative_to(folder)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def configure_kernel_cache() -> None:
+    """Point numba's on-disk kernel cache at a folder keyed by the package's sources.
+
+    numba's cache=True notices edits of a kernel's own file but not of the
+    module-level constants it imports (an ISV slot, a clamp bound), so a stale
+    kernel could be loaded after an upgrade or an edit. Keying the folder by a
+    hash of all sources makes any change start a fresh cache. An explicit
+    NUMBA_CACHE_DIR is left alone.
+    """
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "alpharl" / "numba"
+    os.environ["NUMBA_CACHE_DIR"] = str(base / source_fingerprint())
+
+
 def configure() -> str:
-    """Set NUMBA_ENABLE_CUDASIM to match the requested target; return the target."""
+    """Set NUMBA_ENABLE_CUDASIM to match the requested target (and the kernel cache
+    folder); return the target."""
     want = requested()
     sim_flag = "1" if want == SIM else "0"
     if "numba" in sys.modules:
@@ -49,6 +83,7 @@ def configure() -> str:
             raise TargetError(f"{ENV_VAR}={want} but numba was imported first with target {active}")
         return active
     os.environ["NUMBA_ENABLE_CUDASIM"] = sim_flag
+    configure_kernel_cache()
     return want
 
 
