@@ -75,7 +75,8 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
 
     ctx = cuda.current_context()
     free0, total = ctx.get_memory_info()
-    cfg = TrainConfig(b=b, backend="cuda", graph=True, replay_capacity=max(65536, 4 * b), minibatch=256)
+    # K = 1 (one learning update per env step), as the targets are stated.
+    cfg = TrainConfig(b=b, backend="cuda", graph=True, replay_capacity=max(65536, 4 * b), minibatch=256, k_max=1)
     tr = IntegratedTrainer(cfg, market)
     sync = tr.ops.stream.synchronize
     tr.step()                              # eager warm-up (compiles, loads modules)

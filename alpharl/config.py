@@ -43,6 +43,9 @@ class TrainConfig:
     """Transitions held by the prioritized replay (rounded down to a multiple of B)."""
     minibatch: int = 64
     """Q minibatch size M drawn from the replay per learning iteration."""
+    k_max: int = 4
+    """Learning iterations captured per step (the K-loop's ceiling, at most isv.K_MAX); the
+    K controller picks K <= k_max on the device. 1 = exactly one update per env step."""
     reward_scale: float = 0.01
     """Rewards ($) are multiplied by this before learning, so returns fit the C51 support."""
     diag_every: int = 50
@@ -69,6 +72,10 @@ class TrainConfig:
             bad.append(f"--b {self.b}: must be >= 1")
         if self.backend not in BACKENDS:
             bad.append(f"--backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
+        from alpharl.isv import K_MAX
+
+        if not 1 <= self.k_max <= K_MAX:
+            bad.append(f"--k-max {self.k_max}: must be in 1..{K_MAX}")
         if self.minibatch < 1:
             bad.append(f"--minibatch {self.minibatch}: must be >= 1")
         if self.replay_capacity < 1:

@@ -9,7 +9,7 @@ sequence; only where s_t, r_t and done_t come from differs:
  5. ``lobsim_step`` applies a_t, advances the market, fills, emits r_t, done_t,
     auto-resets (``step_synthetic``: a synthetic feature/reward process instead);
  6. s_{t+1} = the simulator's new observation; the transition goes to the PER;
- 7-12. the K-loop: K_MAX copies of [``rl_k_gate`` -> PER sample -> learning update
+ 7-12. the K-loop: k_max (<= K_MAX) copies of [``rl_k_gate`` -> PER sample -> learning update
     (Q C51 + Double-DQN, V blend, advantage/return, PPO, V, BCE, AUX, encoder, Adam)
     -> PER priority update], each copy predicated on the device by its gate, so
     K = clamp(round(isv[404] / 2048), 1, K_MAX) costs no host read and the graph
@@ -89,7 +89,7 @@ class IntegratedTrainer:
         o.replay.insert(o.obs_t, o.actions, o.reward, o.sim.done, o.sim.obs)
         env = o.env_batch()
         # 7-13 the K-loop
-        for k in range(S.K_MAX):
+        for k in range(self.config.k_max):
             o.k_gate(o.isv, k, o.gate)
             if o.host_skips_gated and not o.gate_is_open():
                 break  # simulator only: gated-off kernels would write nothing anyway
