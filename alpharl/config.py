@@ -34,6 +34,9 @@ class TrainConfig:
     """LOBSTER zip, CSV pair, folder or cached Arrow file; None = the embedded sample."""
     synthetic: bool = False
     """Train on the synthetic Poisson order-flow market instead of replayed data."""
+    features: bool = False
+    """step_synthetic: train on the synthetic feature/reward process (no order book) instead
+    of the simulator — exercises learning and controllers on a problem with a known answer."""
     backend: str = "auto"
     """cuda (kernels on the GPU), sim (the same kernels under Numba's CUDA simulator),
     numpy (the NumPy references); auto = cuda when a GPU is present, else numpy."""

@@ -38,6 +38,8 @@ CONFIG_FILE = "config.toml"
 
 def load_market(config: TrainConfig):
     """The market the backtests replay: synthetic, a LOBSTER source, or the embedded sample."""
+    if config.features:
+        return None  # step_synthetic: no market
     if config.synthetic:
         from alpharl.sim.market import SyntheticMarket
 

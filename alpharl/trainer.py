@@ -37,13 +37,9 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.config import TrainConfig
-from alpharl.prng import seed_states
+from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.sim.layout import OUT_TRADE_DONE
 from alpharl.cuda_kernels.step_ops import N_ACC
-
-#: Seeds of independent PRNG streams derived from the run's seed.
-ACTION_STREAM = 1
-
 
 def resolve_backend(backend: str) -> str:
     """auto -> cuda with a GPU, numpy without; cuda/sim must match the process's numba target."""
@@ -62,12 +58,12 @@ def resolve_backend(backend: str) -> str:
 class IntegratedTrainer:
     """B backtests + networks + replay + controllers; ``step()`` runs one training step."""
 
-    def __init__(self, config: TrainConfig, market, synthetic_features: bool = False):
+    def __init__(self, config: TrainConfig, market=None):
+        """market: MarketData or SyntheticMarket for step_with_lobsim; unused with config.features."""
         self.config = config.validate()
         self.backend = resolve_backend(config.backend)
         self.B = config.b
         self.M = min(config.minibatch, config.capacity)
-        self.synthetic_features = synthetic_features
         self.steps_done = 0
         if self.backend == "numpy":
             self.ops = _NumpyOps(config, market, self.M)
@@ -128,6 +124,16 @@ class IntegratedTrainer:
         self._step_body()
         self.steps_done += 1
 
+    def step_with_lobsim(self) -> None:
+        """One step on the order-book simulator (config.features False)."""
+        assert not self.config.features
+        self.step()
+
+    def step_synthetic(self) -> None:
+        """One step on the synthetic feature/reward process (config.features True)."""
+        assert self.config.features
+        self.step()
+
     def run(self, n: int) -> None:
         for _ in range(n):
             self.step()
@@ -168,7 +174,12 @@ class _DeviceOps:
         st = self.stream
         B = config.b
         self.B, self.M = B, m
-        self.sim = LobSim(market, config.sim, B, config.seed, stream=st)
+        if config.features:
+            from alpharl.sim.features import FeatureEnv
+
+            self.sim = FeatureEnv(B, config.seed, stream=st)
+        else:
+            self.sim = LobSim(market, config.sim, B, config.seed, stream=st)
         self.obs_dim = self.sim.obs_dim
         self.nets = Nets(self.obs_dim, seed=config.seed)
         self.learner = Learner(self.nets, B, m, stream=st)
@@ -181,7 +192,7 @@ class _DeviceOps:
         self.actions = cuda.device_array(B, np.int32, stream=st)
         self.logp = cuda.device_array(B, f32, stream=st)
         self.reward = cuda.device_array(B, f32, stream=st)
-        self.prng = cuda.to_device(seed_states(config.seed, B, ACTION_STREAM), stream=st)
+        self.prng = cuda.to_device(seed_states(config.seed, B, STREAM_ACTIONS), stream=st)
         self.ones = cuda.to_device(np.ones(max(B, m), f32), stream=st)
         self.gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.open_gate = cuda.to_device(np.ones(1, np.int32), stream=st)
@@ -293,7 +304,12 @@ class _NumpyOps:
 
         B = config.b
         self.B, self.M = B, m
-        self.sim = ReferenceLobSim(market, config.sim, B, config.seed)
+        if config.features:
+            from alpharl.sim.features import ReferenceFeatureEnv
+
+            self.sim = ReferenceFeatureEnv(B, config.seed)
+        else:
+            self.sim = ReferenceLobSim(market, config.sim, B, config.seed)
         self.obs_dim = self.sim.obs_dim
         self.layout = NetLayout(self.obs_dim)
         p0 = self.layout.init_params(config.seed)
@@ -312,7 +328,7 @@ class _NumpyOps:
         self.actions = np.zeros(B, np.int32)
         self.logp = np.zeros(B, np.float32)
         self.reward = np.zeros(B, np.float32)
-        self.prng = seed_states(config.seed, B, ACTION_STREAM)
+        self.prng = seed_states(config.seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(B, m), np.float32)
         self.gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)

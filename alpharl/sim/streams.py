@@ -6,3 +6,5 @@ never overlap the actor's or the replay's."""
 STREAM_SIM = 8
 #: The synthetic market's order flow, one lane per backtest.
 STREAM_SYNTH = 9
+#: The synthetic feature/reward process of step_synthetic, one lane per backtest.
+STREAM_FEATURES = 10
