@@ -49,3 +49,25 @@ def test_integrated_smoke_b128_gpu():
     isv = tr.read_isv()
     assert all(np.isfinite(isv[s.index]) for s in S.SLOTS if s.group == "losses")
     assert np.isfinite(tr.state_dict()["nets.params"]).all()
+
+
+def test_resume_in_a_new_process_is_bit_identical_on_gpu(tmp_path):
+    """2N graph-replayed steps == N steps, checkpoint, a new process resumes for N more."""
+    import subprocess
+    import sys
+
+    from alpharl.checkpoint import load_checkpoint
+    from alpharl.run import train
+
+    n = 6
+    kw = dict(b=16, backend="cuda", seed=2, replay_capacity=4096, minibatch=64, diag_every=2)
+    train(TrainConfig(steps=2 * n, run_dir=str(tmp_path / "straight"), **kw))
+    train(TrainConfig(steps=n, run_dir=str(tmp_path / "split"), **kw))
+    code = (f"from alpharl.config import TrainConfig; from alpharl.run import train; "
+            f"train(TrainConfig(steps={2 * n}, backend='cuda'), resume={str(tmp_path / 'split')!r})")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
+    a, _ = load_checkpoint(tmp_path / "straight")
+    b, meta = load_checkpoint(tmp_path / "split")
+    assert meta["step"] == 2 * n
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
