@@ -1,24 +1,31 @@
 """The agent's side of the simulator, one backtest per thread: actions, order
 activation (latency), queue-position fills per event, market orders walking
 the depth, accounting and the fills log. The semantics are documented once,
-in alpharl.reference.lobsim (the NumPy twin of these device functions)."""
+in alpharl.reference.lobsim (the NumPy twin of these device functions).
+
+Every function here works on the thread's register copy of its backtest's
+state (see lobsim_step): ``st`` int32[N_STATE_I] and ``fs`` float64[N_STATE_F]
+are ``cuda.local.array`` rows indexed by the layout's row names (S_*, F_*),
+``rs`` uint32[1] holds the PRNG state and ``pi`` / ``pf`` the packed
+parameters. Every index is a compile-time constant once these functions are
+inlined, so the arrays live in registers. Only the fills ring (``fills_i`` /
+``fills_f``, row b) and the read-only market tables are global memory."""
 from __future__ import annotations
 
 from numba import cuda, float64, int64
 
 from alpharl import actions as A
-from alpharl.cuda_kernels.lobsim.book import best_opposite, crosses, level_cap, level_size
+from alpharl.cuda_kernels.lobsim.book import crosses, level_size
 from alpharl.lobster.format import (ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL, EV_CANCEL,
                                     EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC)
 from alpharl.prng import xorshift32
-from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F_AVG_PX, F_CASH, F_FEES,
-                                F_REALISED, FEE_PER_SHARE, FL_MAKER, FL_OID, FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE,
-                                FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, IP_FEE_MODE, IP_FILL_CAP,
-                                IP_LATENCY, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_PARTIAL, IP_QUEUE_MODEL, LIVE, O_LIVE_AT,
-                                O_OID, O_PX, O_QA, O_QA0, O_QTY, QUEUE_PROBABILISTIC, S_BOUGHT, S_BUY_PX, S_BUY_QTY,
-                                S_CURSOR, S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY,
-                                S_NEXT_OID, S_REFUSED, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_WAS_OPEN, SIDE_BUY,
-                                SIDE_SELL)
+from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, F_CASH, F_FEES, F_REALISED, FEE_PER_SHARE, FL_MAKER,
+                                FL_OID, FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE,
+                                FP_TICK_DOLLARS, IP_FEE_MODE, IP_FILL_CAP, IP_LATENCY, IP_LEVELS, IP_LOT, IP_MAX_POS,
+                                IP_PARTIAL, IP_QUEUE_MODEL, LIVE, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY,
+                                QUEUE_PROBABILISTIC, S_BOUGHT, S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD,
+                                S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_REFUSED,
+                                S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
 
 #: Bernoulli draw of the probabilistic queue model: u = top 24 bits of the state / 2^24.
 U24_SHIFT = 8
@@ -32,44 +39,53 @@ def reduces(inv, side):
 
 
 @cuda.jit(device=True)
-def book_fill(si, sf, b, side, qty, px, maker, ahead, oid, qa0, ip, fp, fills_i, fills_f):
+def best_of(side, ask1, bid1):
+    """(best price a ``side`` order trades against, whether that side is non-empty), from the
+    snapshot's best ask / bid already in registers."""
+    if side == SIDE_BUY:
+        return ask1, ask1 != ASK_EMPTY
+    return bid1, bid1 != BID_EMPTY
+
+
+@cuda.jit(device=True)
+def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, pi, pf, fills_i, fills_f):
     """Fill qty shares of a ``side`` order at px ticks (clipped at flat when it reduces the
     position); returns the shares filled. Cash, average price, realised PnL, fees, share
     counts and the fills-log ring are updated; the record's row is the cursor + ``ahead``."""
-    inv0 = si[S_INVENTORY, b]
+    inv0 = st[S_INVENTORY]
     if reduces(inv0, side):
         qty = min(qty, abs(inv0))
     if qty <= 0:
         return 0
-    price = float64(px) * fp[FP_TICK_DOLLARS]
+    price = float64(px) * pf[FP_TICK_DOLLARS]
     fq = float64(qty)
     notional = fq * price
-    rate = fp[FP_MAKER_FEE] if maker != 0 else fp[FP_TAKER_FEE]
-    fee = rate * fq if ip[IP_FEE_MODE] == FEE_PER_SHARE else rate * notional
-    sf[F_CASH, b] = sf[F_CASH, b] - float64(side) * notional - fee
-    avg = sf[F_AVG_PX, b]
+    rate = pf[FP_MAKER_FEE] if maker != 0 else pf[FP_TAKER_FEE]
+    fee = rate * fq if pi[IP_FEE_MODE] == FEE_PER_SHARE else rate * notional
+    fs[F_CASH] = fs[F_CASH] - float64(side) * notional - fee
+    avg = fs[F_AVG_PX]
     inv1 = inv0 + side * qty
     if reduces(inv0, side):
         sgn = float64(1.0) if inv0 > 0 else float64(-1.0)
-        sf[F_REALISED, b] = sf[F_REALISED, b] + fq * (price - avg) * sgn - fee
-        sf[F_AVG_PX, b] = float64(0.0) if inv1 == 0 else avg
+        fs[F_REALISED] = fs[F_REALISED] + fq * (price - avg) * sgn - fee
+        fs[F_AVG_PX] = float64(0.0) if inv1 == 0 else avg
     else:
         held = float64(abs(inv0))
-        sf[F_REALISED, b] = sf[F_REALISED, b] - fee
-        sf[F_AVG_PX, b] = (avg * held + price * fq) / (held + fq)
-    sf[F_FEES, b] += fee
-    si[S_INVENTORY, b] = inv1
+        fs[F_REALISED] = fs[F_REALISED] - fee
+        fs[F_AVG_PX] = (avg * held + price * fq) / (held + fq)
+    fs[F_FEES] += fee
+    st[S_INVENTORY] = inv1
     if side == SIDE_BUY:
-        si[S_BOUGHT, b] += qty
+        st[S_BOUGHT] += qty
     else:
-        si[S_SOLD, b] += qty
+        st[S_SOLD] += qty
     if inv1 != 0:
-        si[S_WAS_OPEN, b] = 1
-    cap = ip[IP_FILL_CAP]
+        st[S_WAS_OPEN] = 1
+    cap = pi[IP_FILL_CAP]
     if cap > 0:
-        slot = si[S_FILL_HEAD, b] % cap
-        fills_i[b, slot, FL_STEP] = si[S_STEP, b]
-        fills_i[b, slot, FL_ROW] = si[S_CURSOR, b] + ahead
+        slot = st[S_FILL_HEAD] % cap
+        fills_i[b, slot, FL_STEP] = st[S_STEP]
+        fills_i[b, slot, FL_ROW] = st[S_CURSOR] + ahead
         fills_i[b, slot, FL_OID] = oid
         fills_i[b, slot, FL_SIDE] = side
         fills_i[b, slot, FL_PRICE] = px
@@ -77,32 +93,32 @@ def book_fill(si, sf, b, side, qty, px, maker, ahead, oid, qa0, ip, fp, fills_i,
         fills_i[b, slot, FL_MAKER] = maker
         fills_i[b, slot, FL_QA0] = qa0
         fills_f[b, slot] = fee
-        si[S_FILL_HEAD, b] += 1
+        st[S_FILL_HEAD] += 1
     return qty
 
 
 @cuda.jit(device=True)
-def close_if_flat(si, b):
+def close_if_flat(st):
     """A position back at flat after being open ends the episode: cancel every order, return True."""
-    if si[S_WAS_OPEN, b] != 0 and si[S_INVENTORY, b] == 0:
-        si[S_BUY_QTY, b] = 0
-        si[S_SELL_QTY, b] = 0
-        si[S_MKT_QTY, b] = 0
-        si[S_MKT_FLAT, b] = 0
+    if st[S_WAS_OPEN] != 0 and st[S_INVENTORY] == 0:
+        st[S_BUY_QTY] = 0
+        st[S_SELL_QTY] = 0
+        st[S_MKT_QTY] = 0
+        st[S_MKT_FLAT] = 0
         return True
     return False
 
 
 @cuda.jit(device=True)
-def walk(si, sf, b, side, qty, book, row, flatten, oid, ip, fp, fills_i, fills_f):
+def walk(st, fs, b, side, qty, book, row, flatten, oid, pi, pf, fills_i, fills_f):
     """A taker order walking the visible depth of ``row`` level by level; what the depth
     cannot fill is dropped, except for a flatten, which fills it at the deepest visible
     price (or, with that side empty, at the other side's best price)."""
-    inv = si[S_INVENTORY, b]
+    inv = st[S_INVENTORY]
     rem = min(qty, abs(inv)) if reduces(inv, side) else qty
     last_px = 0
     has_last = False
-    for lv in range(ip[IP_LEVELS]):
+    for lv in range(pi[IP_LEVELS]):
         c = lv * BOOK_COLS_PER_LEVEL
         if side == SIDE_BUY:
             p = book[row, c + ASK_PRICE]
@@ -114,32 +130,46 @@ def walk(si, sf, b, side, qty, book, row, flatten, oid, ip, fp, fills_i, fills_f
             valid = p != BID_EMPTY
         if valid:
             take = min(rem, z)
-            book_fill(si, sf, b, side, take, p, 0, 0, oid, 0, ip, fp, fills_i, fills_f)
+            book_fill(st, fs, b, side, take, p, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
             rem -= take
             last_px = p
             has_last = True
     if flatten and rem > 0:
         if has_last:
-            book_fill(si, sf, b, side, rem, last_px, 0, 0, oid, 0, ip, fp, fills_i, fills_f)
+            book_fill(st, fs, b, side, rem, last_px, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
         else:
-            other, ok = best_opposite(book, row, -side)
+            other, ok = best_of(-side, book[row, ASK_PRICE], book[row, BID_PRICE])
             if ok:
-                book_fill(si, sf, b, side, rem, other, 0, 0, oid, 0, ip, fp, fills_i, fills_f)
+                book_fill(st, fs, b, side, rem, other, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
 
 
 @cuda.jit(device=True)
-def place_orders(si, b, act, book, row, ip):
-    """Action ``act`` against the snapshot ``row``: market orders become the pending market
-    order, join/improve (re)place the side's resting order, cancel/flatten drop them.
-    Refusals (empty side, position limit, a pending flatten) are counted."""
-    lot = ip[IP_LOT]
-    maxp = ip[IP_MAX_POS]
-    live_at = si[S_CURSOR, b] + ip[IP_LATENCY]
-    new_oid = si[S_NEXT_OID, b]
-    inv = si[S_INVENTORY, b]
-    mkt = si[S_MKT_QTY, b]
-    ask1 = book[row, ASK_PRICE]
-    bid1 = book[row, BID_PRICE]
+def replace_limit(st, base, px, lot, live_at, oid):
+    """(Re)place the resting order at row ``base`` (S_BUY_PX / S_SELL_PX, a constant at each call
+    so the state stays in registers) at px, unless an order already rests there; returns
+    whether an order was placed."""
+    if st[base + O_QTY] > 0 and st[base + O_PX] == px:
+        return False
+    st[base + O_PX] = px
+    st[base + O_QTY] = lot
+    st[base + O_QA] = 0
+    st[base + O_QA0] = 0
+    st[base + O_LIVE_AT] = live_at
+    st[base + O_OID] = oid
+    return True
+
+
+@cuda.jit(device=True)
+def place_orders(st, act, ask1, bid1, pi):
+    """Action ``act`` against the snapshot whose best ask / bid are ask1 / bid1: market orders
+    become the pending market order, join/improve (re)place the side's resting order,
+    cancel/flatten drop them. Refusals (empty side, position limit, a pending flatten) are counted."""
+    lot = pi[IP_LOT]
+    maxp = pi[IP_MAX_POS]
+    live_at = st[S_CURSOR] + pi[IP_LATENCY]
+    new_oid = st[S_NEXT_OID]
+    inv = st[S_INVENTORY]
+    mkt = st[S_MKT_QTY]
     has_ask = ask1 != ASK_EMPTY
     has_bid = bid1 != BID_EMPTY
     refused = False
@@ -147,112 +177,101 @@ def place_orders(si, b, act, book, row, ip):
     if act == A.MARKET_BUY or act == A.MARKET_SELL:
         if act == A.MARKET_BUY:
             side = SIDE_BUY
-            ok = has_ask and inv + si[S_BUY_QTY, b] + max(mkt, 0) + lot <= maxp
+            ok = has_ask and inv + st[S_BUY_QTY] + max(mkt, 0) + lot <= maxp
         else:
             side = SIDE_SELL
-            ok = has_bid and inv - si[S_SELL_QTY, b] + min(mkt, 0) - lot >= -maxp
-        if ok and si[S_MKT_FLAT, b] == 0:
+            ok = has_bid and inv - st[S_SELL_QTY] + min(mkt, 0) - lot >= -maxp
+        if ok and st[S_MKT_FLAT] == 0:
             if mkt == 0:
                 placed = True
-                si[S_MKT_OID, b] = new_oid
-            si[S_MKT_QTY, b] = mkt + side * lot
-            si[S_MKT_LIVE_AT, b] = live_at
+                st[S_MKT_OID] = new_oid
+            st[S_MKT_QTY] = mkt + side * lot
+            st[S_MKT_LIVE_AT] = live_at
         else:
             refused = True
     elif act == A.JOIN_BID or act == A.IMPROVE_BID or act == A.JOIN_ASK or act == A.IMPROVE_ASK:
         improve = act == A.IMPROVE_BID or act == A.IMPROVE_ASK
         if act == A.JOIN_BID or act == A.IMPROVE_BID:
-            side = SIDE_BUY
-            base = S_BUY_PX
             px = bid1 + 1 if improve and (not has_ask or ask1 - bid1 > 1) else bid1
             ok = has_bid and inv + max(mkt, 0) + lot <= maxp
+            if ok:
+                placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid)
         else:
-            side = SIDE_SELL
-            base = S_SELL_PX
             px = ask1 - 1 if improve and (not has_bid or ask1 - bid1 > 1) else ask1
             ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
-        if not ok:
-            refused = True
-        elif not (si[base + O_QTY, b] > 0 and si[base + O_PX, b] == px):
-            placed = True
-            si[base + O_PX, b] = px
-            si[base + O_QTY, b] = lot
-            si[base + O_QA, b] = 0
-            si[base + O_QA0, b] = 0
-            si[base + O_LIVE_AT, b] = live_at
-            si[base + O_OID, b] = new_oid
+            if ok:
+                placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid)
+        refused = not ok
     elif act == A.CANCEL or act == A.FLATTEN:
-        si[S_BUY_QTY, b] = 0
-        si[S_SELL_QTY, b] = 0
+        st[S_BUY_QTY] = 0
+        st[S_SELL_QTY] = 0
         if act == A.FLATTEN:
             go = inv != 0
-            si[S_MKT_FLAT, b] = 1 if go else 0
-            si[S_MKT_QTY, b] = 0
-            si[S_MKT_LIVE_AT, b] = live_at
+            st[S_MKT_FLAT] = 1 if go else 0
+            st[S_MKT_QTY] = 0
+            st[S_MKT_LIVE_AT] = live_at
             if go:
                 placed = True
-                si[S_MKT_OID, b] = new_oid
+                st[S_MKT_OID] = new_oid
     if placed:
-        si[S_NEXT_OID, b] = new_oid + 1
+        st[S_NEXT_OID] = new_oid + 1
     if refused:
-        si[S_REFUSED, b] += 1
+        st[S_REFUSED] += 1
 
 
 @cuda.jit(device=True)
-def activate_limit(si, sf, b, side, base, book, row, ip, fp, fills_i, fills_f):
+def activate_limit(st, fs, b, side, base, book, row, ask1, bid1, pi, pf, fills_i, fills_f):
     """A pending limit order whose latency ran out goes live: queue ahead = visible size at its
     price; a marketable one fills at once as a taker at the best opposite price."""
-    qty = si[base + O_QTY, b]
-    la = si[base + O_LIVE_AT, b]
-    if qty > 0 and la != LIVE and la <= si[S_CURSOR, b]:
-        px = si[base + O_PX, b]
-        opp, ok = best_opposite(book, row, side)
+    qty = st[base + O_QTY]
+    la = st[base + O_LIVE_AT]
+    if qty > 0 and la != LIVE and la <= st[S_CURSOR]:
+        px = st[base + O_PX]
+        opp, ok = best_of(side, ask1, bid1)
         marketable = ok and crosses(side, opp, px)
-        qa = 0 if marketable else level_size(book, row, side, px, ip[IP_LEVELS])
-        si[base + O_QA, b] = qa
-        si[base + O_QA0, b] = qa
-        si[base + O_LIVE_AT, b] = LIVE
+        qa = 0 if marketable else level_size(book, row, side, px, pi[IP_LEVELS])
+        st[base + O_QA] = qa
+        st[base + O_QA0] = qa
+        st[base + O_LIVE_AT] = LIVE
         if marketable:
-            book_fill(si, sf, b, side, qty, opp, 0, 0, si[base + O_OID, b], 0, ip, fp, fills_i, fills_f)
-            si[base + O_QTY, b] = 0
+            book_fill(st, fs, b, side, qty, opp, 0, 0, st[base + O_OID], 0, pi, pf, fills_i, fills_f)
+            st[base + O_QTY] = 0
 
 
 @cuda.jit(device=True)
-def activate(si, sf, b, book, row, ip, fp, fills_i, fills_f):
-    """Orders whose latency ran out at the cursor act on the snapshot ``row`` (market order
-    first, then buy, then sell). Returns True when this closed the round trip."""
-    flat = si[S_MKT_FLAT, b]
-    if (si[S_MKT_QTY, b] != 0 or flat != 0) and si[S_MKT_LIVE_AT, b] <= si[S_CURSOR, b]:
-        q = -si[S_INVENTORY, b] if flat != 0 else si[S_MKT_QTY, b]
-        si[S_MKT_QTY, b] = 0
-        si[S_MKT_FLAT, b] = 0
+def activate(st, fs, b, book, row, ask1, bid1, pi, pf, fills_i, fills_f):
+    """Orders whose latency ran out at the cursor act on the snapshot ``row`` (best ask / bid
+    ask1 / bid1; market order first, then buy, then sell). Returns True when this closed the
+    round trip."""
+    flat = st[S_MKT_FLAT]
+    if (st[S_MKT_QTY] != 0 or flat != 0) and st[S_MKT_LIVE_AT] <= st[S_CURSOR]:
+        q = -st[S_INVENTORY] if flat != 0 else st[S_MKT_QTY]
+        st[S_MKT_QTY] = 0
+        st[S_MKT_FLAT] = 0
         if q != 0:
             side = SIDE_BUY if q > 0 else SIDE_SELL
-            walk(si, sf, b, side, abs(q), book, row, flat != 0, si[S_MKT_OID, b], ip, fp, fills_i, fills_f)
-        if close_if_flat(si, b):
+            walk(st, fs, b, side, abs(q), book, row, flat != 0, st[S_MKT_OID], pi, pf, fills_i, fills_f)
+        if close_if_flat(st):
             return True
-    activate_limit(si, sf, b, SIDE_BUY, S_BUY_PX, book, row, ip, fp, fills_i, fills_f)
-    if close_if_flat(si, b):
+    activate_limit(st, fs, b, SIDE_BUY, S_BUY_PX, book, row, ask1, bid1, pi, pf, fills_i, fills_f)
+    if close_if_flat(st):
         return True
-    activate_limit(si, sf, b, SIDE_SELL, S_SELL_PX, book, row, ip, fp, fills_i, fills_f)
-    return close_if_flat(si, b)
+    activate_limit(st, fs, b, SIDE_SELL, S_SELL_PX, book, row, ask1, bid1, pi, pf, fills_i, fills_f)
+    return close_if_flat(st)
 
 
 @cuda.jit(device=True)
-def order_event(si, sf, rng, b, side, base, events, book, r0, r1, ip, fp, fills_i, fills_f):
-    """Replay event r1 against the live resting ``side`` order (book r0 before it, r1 after):
-    queue-ahead consumption by trades at its price, Bernoulli cancellations (probabilistic
-    model), fills by trade-through or a crossing book, then the visible-size cap."""
-    qty = si[base + O_QTY, b]
-    if qty <= 0 or si[base + O_LIVE_AT, b] != LIVE:
+def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, r0, pi, pf, fills_i, fills_f):
+    """Replay one event (type t, direction d, size s, price p) against the live resting ``side``
+    order (book r0 before it; after it, best ask / bid ask1 / bid1 and the order's queue cap
+    ``cap`` = level_cap at its price): queue-ahead consumption by trades at its price,
+    Bernoulli cancellations (probabilistic model), fills by trade-through or a crossing book,
+    then the visible-size cap."""
+    qty = st[base + O_QTY]
+    if qty <= 0 or st[base + O_LIVE_AT] != LIVE:
         return
-    t = events[r1, EV_TYPE]
-    d = events[r1, EV_DIR]
-    s = events[r1, EV_SIZE]
-    p = events[r1, EV_PRICE]
-    px = si[base + O_PX, b]
-    qa = si[base + O_QA, b]
-    nl = ip[IP_LEVELS]
+    px = st[base + O_PX]
+    qa = st[base + O_QA]
     full = False
     fill_at = 0
     if (t == EV_EXEC or t == EV_HIDDEN_EXEC) and d == side:
@@ -261,25 +280,25 @@ def order_event(si, sf, rng, b, side, base, events, book, r0, r1, ip, fp, fills_
         elif p == px:
             excess = s - qa                  # what the trade took beyond the queue ahead fills us
             if excess > 0:
-                if ip[IP_PARTIAL] != 0:
+                if pi[IP_PARTIAL] != 0:
                     fill_at = min(excess, qty)
                 elif excess >= qty:
                     fill_at = qty
             qa = max(qa - s, 0)
-    elif (ip[IP_QUEUE_MODEL] == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)
+    elif (pi[IP_QUEUE_MODEL] == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)
           and d == side and p == px):
-        big_s = level_size(book, r0, side, px, nl)
+        big_s = level_size(book, r0, side, px, pi[IP_LEVELS])
         if big_s > 0:
             # The cancelled shares were ahead of us with probability qa / S.
-            x = xorshift32(rng[b])
-            rng[b] = x
+            x = xorshift32(rs[0])
+            rs[0] = x
             if int64(x >> U24_SHIFT) * int64(big_s) < int64(qa) * int64(U24_ONE):
                 qa = max(qa - s, 0)
-    opp, ok = best_opposite(book, r1, side)
+    opp, ok = best_of(side, ask1, bid1)
     if ok and crosses(side, opp, px):
         full = True
     fillq = qty if full else fill_at
-    filled = book_fill(si, sf, b, side, fillq, px, 1, 1, si[base + O_OID, b], si[base + O_QA0, b],
-                       ip, fp, fills_i, fills_f)
-    si[base + O_QTY, b] = qty - filled
-    si[base + O_QA, b] = min(qa, level_cap(book, r1, side, px, nl))
+    filled = book_fill(st, fs, b, side, fillq, px, 1, 1, st[base + O_OID], st[base + O_QA0],
+                       pi, pf, fills_i, fills_f)
+    st[base + O_QTY] = qty - filled
+    st[base + O_QA] = min(qa, cap)

@@ -1,8 +1,13 @@
 """Book reads shared by the simulator kernels: mid price, visible size at a
-price, the queue-ahead cap, the best opposite price.
+price, the queue-ahead cap, the opposite side's best price.
 
 ``book`` is int32[rows, 4L] in LOBSTER column order with prices in ticks and
-empty levels at ``ASK_EMPTY`` / ``BID_EMPTY`` (alpharl.sim.layout)."""
+empty levels at ``ASK_EMPTY`` / ``BID_EMPTY`` (alpharl.sim.layout).
+
+The level scans read every visible level without an early exit: a scan that
+stops at the first match makes each level's load wait on the previous
+comparison (one memory round trip per level), while a scan over all levels
+has only independent loads, which the compiler batches."""
 from __future__ import annotations
 
 from numba import cuda
@@ -15,10 +20,9 @@ CAP_UNKNOWN = 2147483647
 
 
 @cuda.jit(device=True)
-def mid2(book, row):
-    """Doubled mid price in ticks (ask1 + bid1); with one side empty, twice the other's best; 0 if both are."""
-    a = book[row, ASK_PRICE]
-    b = book[row, BID_PRICE]
+def mid2_of(a, b):
+    """Doubled mid price in ticks from the best ask a and best bid b (ask1 + bid1); with one
+    side empty, twice the other's best; 0 if both are."""
     if a != ASK_EMPTY and b != BID_EMPTY:
         return a + b
     if a != ASK_EMPTY:
@@ -26,6 +30,12 @@ def mid2(book, row):
     if b != BID_EMPTY:
         return 2 * b
     return 0
+
+
+@cuda.jit(device=True)
+def mid2(book, row):
+    """Doubled mid price in ticks of snapshot ``row`` (see mid2_of)."""
+    return mid2_of(book[row, ASK_PRICE], book[row, BID_PRICE])
 
 
 @cuda.jit(device=True)
@@ -37,13 +47,27 @@ def side_cols(side):
 
 
 @cuda.jit(device=True)
+def find_level(book, row, side, px, levels):
+    """(whether px is listed on the resting side of ``side`` orders, the visible size at the
+    first level listing it or 0). Scans all levels (independent loads, no early exit)."""
+    pc, zc, _ = side_cols(side)
+    found = False
+    size = 0
+    for lv in range(levels):
+        c = lv * BOOK_COLS_PER_LEVEL
+        p = book[row, c + pc]
+        z = book[row, c + zc]
+        hit = p == px and not found
+        size = z if hit else size
+        found = found or hit
+    return found, size
+
+
+@cuda.jit(device=True)
 def level_size(book, row, side, px, levels):
     """Visible size at price px on the resting side of ``side`` orders; 0 when px is not listed."""
-    pc, zc, _ = side_cols(side)
-    for lv in range(levels):
-        if book[row, lv * BOOK_COLS_PER_LEVEL + pc] == px:
-            return book[row, lv * BOOK_COLS_PER_LEVEL + zc]
-    return 0
+    _, size = find_level(book, row, side, px, levels)
+    return size
 
 
 @cuda.jit(device=True)
@@ -51,25 +75,15 @@ def level_cap(book, row, side, px, levels):
     """Upper bound of a queue ahead at px: the visible size there; 0 when px lies within the
     visible range (or the side shows fewer than L levels) but is not listed, i.e. the level is
     empty; CAP_UNKNOWN when px lies beyond a full visible depth."""
-    pc, zc, empty = side_cols(side)
-    for lv in range(levels):
-        if book[row, lv * BOOK_COLS_PER_LEVEL + pc] == px:
-            return book[row, lv * BOOK_COLS_PER_LEVEL + zc]
+    pc, _, empty = side_cols(side)
+    found, size = find_level(book, row, side, px, levels)
+    if found:
+        return size
     deepest = book[row, (levels - 1) * BOOK_COLS_PER_LEVEL + pc]
     if deepest != empty:
         if (side == SIDE_BUY and px < deepest) or (side != SIDE_BUY and px > deepest):
             return CAP_UNKNOWN
     return 0
-
-
-@cuda.jit(device=True)
-def best_opposite(book, row, side):
-    """(best price a ``side`` order trades against, whether that side is non-empty)."""
-    if side == SIDE_BUY:
-        p = book[row, ASK_PRICE]
-        return p, p != ASK_EMPTY
-    p = book[row, BID_PRICE]
-    return p, p != BID_EMPTY
 
 
 @cuda.jit(device=True)

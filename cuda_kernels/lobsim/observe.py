@@ -6,7 +6,7 @@ import math
 
 from numba import cuda, float32, float64
 
-from alpharl.cuda_kernels.lobsim.book import mid2
+from alpharl.cuda_kernels.lobsim.book import mid2_of
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, FP_TICK_DOLLARS, IP_EPISODE_STEPS, IP_LEVELS, IP_LOT,
                                 IP_MAX_POS, LIVE, O_LIVE_AT, O_PX, O_QA, O_QTY, OBS_LEVEL_ASK_LOGSZ,
@@ -31,23 +31,29 @@ def ratio(num, den):
 
 
 @cuda.jit(device=True)
-def order_features(si, b, base, sgn, m, obs, k):
+def order_features(st, b, base, sgn, m, obs, k):
     """flag, log1p(queue ahead), signed price offset from mid (ticks) of one resting order."""
     half = float32(0.5)
-    qty = si[base + O_QTY, b]
-    live = qty > 0 and si[base + O_LIVE_AT, b] == LIVE
+    qty = st[base + O_QTY]
+    live = qty > 0 and st[base + O_LIVE_AT] == LIVE
     obs[b, k] = float32(1.0) if live else (float32(PENDING_FLAG) if qty > 0 else float32(0.0))
-    obs[b, k + FLAG_TO_QUEUE] = math.log1p(float32(si[base + O_QA, b])) if live else float32(0.0)
-    obs[b, k + FLAG_TO_OFF] = float32(sgn * (2 * si[base + O_PX, b] - m)) * half if qty > 0 else float32(0.0)
+    obs[b, k + FLAG_TO_QUEUE] = math.log1p(float32(st[base + O_QA])) if live else float32(0.0)
+    obs[b, k + FLAG_TO_OFF] = float32(sgn * (2 * st[base + O_PX] - m)) * half if qty > 0 else float32(0.0)
 
 
 @cuda.jit(device=True)
-def write_obs(si, sf, b, book, row, ip, fp, obs):
-    """obs[b, :] from the snapshot ``row`` and backtest b's state."""
+def write_obs(st, fs, b, book, row, pi, pf, obs):
+    """obs[b, :] from the snapshot ``row`` and backtest b's state ``st`` / ``fs`` (register copies,
+    see lobsim_step; ``pi`` / ``pf`` the packed parameters)."""
     half = float32(0.5)
     zero = float32(0.0)
-    m = mid2(book, row)
-    nl = ip[IP_LEVELS]
+    # the best level once, before any obs store (the compiler cannot tell obs from book apart)
+    a1 = book[row, ASK_PRICE]
+    b1 = book[row, BID_PRICE]
+    as1 = book[row, ASK_SIZE]
+    bs1 = book[row, BID_SIZE]
+    m = mid2_of(a1, b1)
+    nl = pi[IP_LEVELS]
     depth_a = 0
     depth_b = 0
     for lv in range(nl):
@@ -72,28 +78,24 @@ def write_obs(si, sf, b, book, row, ip, fp, obs):
             obs[b, k + OBS_LEVEL_BID_OFF] = zero
             obs[b, k + OBS_LEVEL_BID_LOGSZ] = zero
     x = OBS_PER_LEVEL * nl
-    a1 = book[row, ASK_PRICE]
-    b1 = book[row, BID_PRICE]
-    as1 = book[row, ASK_SIZE]
-    bs1 = book[row, BID_SIZE]
     obs[b, x + OBX_SPREAD] = float32(a1 - b1) if (a1 != ASK_EMPTY and b1 != BID_EMPTY) else zero
     obs[b, x + OBX_IMB1] = ratio(bs1 - as1, bs1 + as1)
     obs[b, x + OBX_IMB_DEPTH] = ratio(depth_b - depth_a, depth_b + depth_a)
-    h0 = si[S_MID_HIST, b]
-    obs[b, x + OBX_RET + 0] = float32(h0 - si[S_MID_HIST + RET_LAG_0, b]) * half
-    obs[b, x + OBX_RET + 1] = float32(h0 - si[S_MID_HIST + RET_LAG_1, b]) * half
-    obs[b, x + OBX_RET + 2] = float32(h0 - si[S_MID_HIST + RET_LAG_2, b]) * half
-    obs[b, x + OBX_RET + 3] = float32(h0 - si[S_MID_HIST + RET_LAG_3, b]) * half
-    inv = si[S_INVENTORY, b]
-    obs[b, x + OBX_POSITION] = float32(inv) / float32(ip[IP_MAX_POS])
-    tick_d = fp[FP_TICK_DOLLARS]
+    h0 = st[S_MID_HIST]
+    obs[b, x + OBX_RET + 0] = float32(h0 - st[S_MID_HIST + RET_LAG_0]) * half
+    obs[b, x + OBX_RET + 1] = float32(h0 - st[S_MID_HIST + RET_LAG_1]) * half
+    obs[b, x + OBX_RET + 2] = float32(h0 - st[S_MID_HIST + RET_LAG_2]) * half
+    obs[b, x + OBX_RET + 3] = float32(h0 - st[S_MID_HIST + RET_LAG_3]) * half
+    inv = st[S_INVENTORY]
+    obs[b, x + OBX_POSITION] = float32(inv) / float32(pi[IP_MAX_POS])
+    tick_d = pf[FP_TICK_DOLLARS]
     if inv != 0:
         mid_d = float64(m) * (float64(0.5) * tick_d)
-        obs[b, x + OBX_UPNL] = float32(float64(inv) * (mid_d - sf[F_AVG_PX, b]) / (float64(ip[IP_LOT]) * tick_d))
+        obs[b, x + OBX_UPNL] = float32(float64(inv) * (mid_d - fs[F_AVG_PX]) / (float64(pi[IP_LOT]) * tick_d))
     else:
         obs[b, x + OBX_UPNL] = zero
-    order_features(si, b, S_BUY_PX, -1, m, obs, x + OBX_BUY_FLAG)
-    order_features(si, b, S_SELL_PX, 1, m, obs, x + OBX_SELL_FLAG)
-    steps = float32(ip[IP_EPISODE_STEPS])
-    obs[b, x + OBX_TIME_IN_TRADE] = float32(si[S_TRADE_STEPS, b]) / steps
-    obs[b, x + OBX_TIME_LEFT] = float32(ip[IP_EPISODE_STEPS] - si[S_STEP_IN_EP, b]) / steps
+    order_features(st, b, S_BUY_PX, -1, m, obs, x + OBX_BUY_FLAG)
+    order_features(st, b, S_SELL_PX, 1, m, obs, x + OBX_SELL_FLAG)
+    steps = float32(pi[IP_EPISODE_STEPS])
+    obs[b, x + OBX_TIME_IN_TRADE] = float32(st[S_TRADE_STEPS]) / steps
+    obs[b, x + OBX_TIME_LEFT] = float32(pi[IP_EPISODE_STEPS] - st[S_STEP_IN_EP]) / steps

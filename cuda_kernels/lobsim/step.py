@@ -8,6 +8,19 @@ tables ``lobsim_synth_flow`` wrote, ``E + 1`` rows per backtest (row 0 = the
 book before the step). The semantics of a step are documented in
 alpharl.reference.lobsim, the NumPy twin these kernels are tested against.
 
+Register-resident state. A thread copies its backtest's whole state
+(``si[:, b]``, ``sf[:, b]``, ``rng[b]``) and the packed parameters into
+``cuda.local.array`` rows at the start, runs the step on those copies and
+stores them back once at the end. Every index into the copies is a
+compile-time constant after inlining, so they live in registers: the event
+walk no longer makes a chain of dependent global loads and stores (and since
+``si``, ``ip``, ``book`` and ``fills_i`` are all int32 arrays the compiler
+could not keep any of them in registers across a store). Inside the walk,
+each event's fields, the snapshot's best ask / bid and the queue caps of the
+live orders are loaded together at the top of the event, before any store,
+and shared by both sides and the activation. Global memory written in the
+walk: the fills ring only.
+
 Launch both as ``[sim_grid(B), SIM_BLOCK]`` (one thread per backtest, no
 shared memory, no syncthreads: threads past B exit at once).
 """
@@ -16,18 +29,20 @@ from __future__ import annotations
 from numba import cuda, float32, float64, int32, uint32
 
 from alpharl.cuda_kernels.lobsim.agent import activate, close_if_flat, order_event, place_orders, walk
-from alpharl.cuda_kernels.lobsim.book import mid2
+from alpharl.cuda_kernels.lobsim.book import level_cap, mid2_of
 from alpharl.cuda_kernels.lobsim.observe import write_obs
 from alpharl.cuda_kernels.registry import kernel
+from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
-from alpharl.sim.layout import (F_CASH, F_EQUITY, FP_TICK_DOLLARS, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP,
-                                IP_FORCE_FLATTEN, IP_N_ROWS, IP_SYNTHETIC, LIVE, N_MID_HIST, N_OUT, N_STATE_F,
-                                N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD, OUT_TRADE_DONE,
+from alpharl.sim.layout import (EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F_CASH, F_EQUITY, FP_TICK_DOLLARS,
+                                IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FORCE_FLATTEN, IP_LEVELS, IP_N_ROWS,
+                                IP_SYNTHETIC, LIVE, N_FP, N_IP, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, O_LIVE_AT,
+                                O_PX, O_QTY, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD, OUT_TRADE_DONE,
                                 OUT_TRADE_PNL, OUT_TRUNCATED, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_OID, S_BUY_PX, S_BUY_QA,
                                 S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT,
-                                S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_OID,
-                                S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP,
-                                S_TRADE_STEPS, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
+                                S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_OID, S_SELL_PX,
+                                S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP, S_TRADE_STEPS,
+                                S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
 
 #: Threads per block: one thread per backtest.
 SIM_BLOCK = 128
@@ -39,35 +54,71 @@ def sim_grid(n: int) -> int:
 
 
 @cuda.jit(device=True)
-def draw_start(rng, b, ip):
-    """Advance backtest b's PRNG one step; a uniform episode start in [0, span) where
+def draw_start(rs, pi):
+    """Advance the PRNG state rs[0] one step; a uniform episode start in [0, span) where
     span = rows - window events (the whole window fits in the data)."""
-    x = xorshift32(rng[b])
-    rng[b] = x
-    span = max(ip[IP_N_ROWS] - ip[IP_EVENTS_PER_STEP] * ip[IP_EPISODE_STEPS], 1)
+    x = xorshift32(rs[0])
+    rs[0] = x
+    span = max(pi[IP_N_ROWS] - pi[IP_EVENTS_PER_STEP] * pi[IP_EPISODE_STEPS], 1)
     return int32(x % uint32(span))
 
 
 @cuda.jit(device=True)
-def has_orders(si, b):
-    """True while backtest b has a resting, pending or market order."""
-    return (si[S_BUY_QTY, b] > 0 or si[S_SELL_QTY, b] > 0 or si[S_MKT_QTY, b] != 0
-            or si[S_MKT_FLAT, b] != 0)
+def has_orders(st):
+    """True while the backtest has a resting, pending or market order."""
+    return st[S_BUY_QTY] > 0 or st[S_SELL_QTY] > 0 or st[S_MKT_QTY] != 0 or st[S_MKT_FLAT] != 0
 
 
 @cuda.jit(device=True)
-def select_reset(si, sf, b, done):
-    """Branch-free reset of backtest b's episode state: every field keeps its value or, when
-    ``done``, takes the fresh-episode value (orders gone, flat, zero money)."""
+def live_cap(st, base, side, book, row, levels):
+    """The queue cap (level_cap) at ``row`` of the ``side`` order when it is live, else 0 (unused)."""
+    if st[base + O_QTY] > 0 and st[base + O_LIVE_AT] == LIVE:
+        return level_cap(book, row, side, st[base + O_PX], levels)
+    return 0
+
+
+@cuda.jit(device=True)
+def select_reset(st, fs, done):
+    """Branch-free reset of the episode state: every field keeps its value or, when ``done``,
+    takes the fresh-episode value (orders gone, flat, zero money)."""
     for r in (S_STEP_IN_EP, S_INVENTORY, S_WAS_OPEN, S_TRADE_STEPS, S_BOUGHT, S_SOLD,
               S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID,
               S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID,
               S_MKT_QTY, S_MKT_FLAT, S_MKT_OID):
-        si[r, b] = 0 if done else si[r, b]
+        st[r] = 0 if done else st[r]
     for r in (S_BUY_LIVE_AT, S_SELL_LIVE_AT, S_MKT_LIVE_AT):
-        si[r, b] = LIVE if done else si[r, b]
+        st[r] = LIVE if done else st[r]
     for r in range(N_STATE_F):
-        sf[r, b] = float64(0.0) if done else sf[r, b]
+        fs[r] = float64(0.0) if done else fs[r]
+
+
+@cuda.jit(device=True)
+def load_params(ip, fp, pi, pf):
+    """Register copies pi / pf of the packed parameters."""
+    for k in range(N_IP):
+        pi[k] = ip[k]
+    for k in range(N_FP):
+        pf[k] = fp[k]
+
+
+@cuda.jit(device=True)
+def load_state(si, sf, rng, b, st, fs, rs):
+    """Register copies st / fs / rs of backtest b's state and PRNG state."""
+    for r in range(N_STATE_I):
+        st[r] = si[r, b]
+    for r in range(N_STATE_F):
+        fs[r] = sf[r, b]
+    rs[0] = rng[b]
+
+
+@cuda.jit(device=True)
+def store_state(st, fs, rs, si, sf, rng, b):
+    """Write the register copies back: the one store of backtest b's state per launch."""
+    for r in range(N_STATE_I):
+        si[r, b] = st[r]
+    for r in range(N_STATE_F):
+        sf[r, b] = fs[r]
+    rng[b] = rs[0]
 
 
 @kernel("void(int32[::1], int32[:, ::1], int32[:, ::1], int32[::1], float64[::1], int32[:, ::1], "
@@ -84,48 +135,71 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
     b = cuda.grid(1)
     if b >= si.shape[1]:
         return
-    n_ev = ip[IP_EVENTS_PER_STEP]
-    synthetic = ip[IP_SYNTHETIC] != 0
-    row0 = b * (n_ev + 1) if synthetic else si[S_CURSOR, b]
-    mid_before = mid2(book, row0)
+    # 0. register copies of the parameters and of this backtest's state (stored back at the end)
+    pi = cuda.local.array(N_IP, int32)
+    pf = cuda.local.array(N_FP, float64)
+    load_params(ip, fp, pi, pf)
+    st = cuda.local.array(N_STATE_I, int32)
+    fs = cuda.local.array(N_STATE_F, float64)
+    rs = cuda.local.array(1, uint32)
+    load_state(si, sf, rng, b, st, fs, rs)
+    act = actions[b]
+    n_ev = pi[IP_EVENTS_PER_STEP]
+    nl = pi[IP_LEVELS]
+    synthetic = pi[IP_SYNTHETIC] != 0
+    row0 = b * (n_ev + 1) if synthetic else st[S_CURSOR]
+    ask0 = book[row0, ASK_PRICE]
+    bid0 = book[row0, BID_PRICE]
+    mid_before = mid2_of(ask0, bid0)
 
     # 1-2. the action on the snapshot the agent saw; orders with no latency act at once
-    place_orders(si, b, actions[b], book, row0, ip)
-    closed = activate(si, sf, b, book, row0, ip, fp, fills_i, fills_f)
+    place_orders(st, act, ask0, bid0, pi)
+    closed = activate(st, fs, b, book, row0, ask0, bid0, pi, pf, fills_i, fills_f)
     # 3-4. replay the step's events against our orders; once the episode closed or no order
     # is left (resting, pending or market), the remaining events cannot touch this backtest
     # and only move its cursor
     j = 0
-    while j < n_ev and not closed and has_orders(si, b):
+    while j < n_ev and not closed and has_orders(st):
         j += 1
         r1 = row0 + j
-        order_event(si, sf, rng, b, SIDE_BUY, S_BUY_PX, events, book, r1 - 1, r1, ip, fp, fills_i, fills_f)
-        closed = close_if_flat(si, b)
+        # everything this event reads from the market, issued together (independent loads)
+        t = events[r1, EV_TYPE]
+        d = events[r1, EV_DIR]
+        s = events[r1, EV_SIZE]
+        p = events[r1, EV_PRICE]
+        ask1 = book[r1, ASK_PRICE]
+        bid1 = book[r1, BID_PRICE]
+        cap_buy = live_cap(st, S_BUY_PX, SIDE_BUY, book, r1, nl)
+        cap_sell = live_cap(st, S_SELL_PX, SIDE_SELL, book, r1, nl)
+        order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, book, r1 - 1,
+                    pi, pf, fills_i, fills_f)
+        closed = close_if_flat(st)
         if not closed:
-            order_event(si, sf, rng, b, SIDE_SELL, S_SELL_PX, events, book, r1 - 1, r1, ip, fp, fills_i, fills_f)
-            closed = close_if_flat(si, b)
-        si[S_CURSOR, b] += 1
+            order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, book, r1 - 1,
+                        pi, pf, fills_i, fills_f)
+            closed = close_if_flat(st)
+        st[S_CURSOR] += 1
         if not closed:
-            closed = activate(si, sf, b, book, r1, ip, fp, fills_i, fills_f)
-    si[S_CURSOR, b] += n_ev - j
+            closed = activate(st, fs, b, book, r1, ask1, bid1, pi, pf, fills_i, fills_f)
+    st[S_CURSOR] += n_ev - j
 
     # 5. end of step: window, forced flatten, reward, labels
     row_e = row0 + n_ev
-    si[S_STEP_IN_EP, b] += 1
-    si[S_STEP, b] += 1
-    trunc = (not closed) and si[S_STEP_IN_EP, b] >= ip[IP_EPISODE_STEPS]
-    inv = si[S_INVENTORY, b]
-    if trunc and ip[IP_FORCE_FLATTEN] != 0 and inv != 0:
-        oid = si[S_NEXT_OID, b]
-        si[S_NEXT_OID, b] = oid + 1
-        walk(si, sf, b, SIDE_SELL if inv > 0 else SIDE_BUY, abs(inv), book, row_e, True, oid, ip, fp,
+    st[S_STEP_IN_EP] += 1
+    st[S_STEP] += 1
+    trunc = (not closed) and st[S_STEP_IN_EP] >= pi[IP_EPISODE_STEPS]
+    inv = st[S_INVENTORY]
+    if trunc and pi[IP_FORCE_FLATTEN] != 0 and inv != 0:
+        oid = st[S_NEXT_OID]
+        st[S_NEXT_OID] = oid + 1
+        walk(st, fs, b, SIDE_SELL if inv > 0 else SIDE_BUY, abs(inv), book, row_e, True, oid, pi, pf,
              fills_i, fills_f)
-    inv = si[S_INVENTORY, b]
-    mid_e = mid2(book, row_e)
-    equity = sf[F_CASH, b] + float64(inv) * (float64(mid_e) * (float64(0.5) * fp[FP_TICK_DOLLARS]))
+    inv = st[S_INVENTORY]
+    mid_e = mid2_of(book[row_e, ASK_PRICE], book[row_e, BID_PRICE])
+    equity = fs[F_CASH] + float64(inv) * (float64(mid_e) * (float64(0.5) * pf[FP_TICK_DOLLARS]))
     done = closed or trunc
-    trade_done = done and si[S_WAS_OPEN, b] != 0
-    out[OUT_REWARD, b] = float32(equity - sf[F_EQUITY, b])
+    trade_done = done and st[S_WAS_OPEN] != 0
+    out[OUT_REWARD, b] = float32(equity - fs[F_EQUITY])
     out[OUT_DONE, b] = float32(1.0) if done else float32(0.0)
     out[OUT_TRUNCATED, b] = float32(1.0) if trunc else float32(0.0)
     out[OUT_TRADE_DONE, b] = float32(1.0) if trade_done else float32(0.0)
@@ -134,24 +208,27 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
     out[OUT_LABEL_RET, b] = (float32(float64(mid_e - mid_before) / float64(mid_before))
                              if mid_before != 0 else float32(0.0))
     if inv != 0:
-        si[S_TRADE_STEPS, b] += 1
+        st[S_TRADE_STEPS] += 1
     for k in range(N_MID_HIST - 1, 0, -1):
-        si[S_MID_HIST + k, b] = si[S_MID_HIST + k - 1, b]
-    si[S_MID_HIST, b] = mid_e
-    sf[F_EQUITY, b] = equity
+        st[S_MID_HIST + k] = st[S_MID_HIST + k - 1]
+    st[S_MID_HIST] = mid_e
+    fs[F_EQUITY] = equity
     if done:
-        si[S_EPISODE, b] += 1
+        st[S_EPISODE] += 1
 
     # 6. branch-free auto-reset (a start is drawn every step), then the next observation
-    start = draw_start(rng, b, ip)
+    start = draw_start(rs, pi)
     if not synthetic:
-        si[S_CURSOR, b] = start if done else si[S_CURSOR, b]
-    select_reset(si, sf, b, done)
-    row = row_e if synthetic else si[S_CURSOR, b]
-    m_new = mid2(book, row)
+        st[S_CURSOR] = start if done else st[S_CURSOR]
+    select_reset(st, fs, done)
+    row = row_e if synthetic else st[S_CURSOR]
+    m_new = mid_e if row == row_e else mid2_of(book[row, ASK_PRICE], book[row, BID_PRICE])
     for k in range(N_MID_HIST):
-        si[S_MID_HIST + k, b] = m_new if done else si[S_MID_HIST + k, b]
-    write_obs(si, sf, b, book, row, ip, fp, obs)
+        st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
+    write_obs(st, fs, b, book, row, pi, pf, obs)
+
+    # 7. the one store of the state
+    store_state(st, fs, rs, si, sf, rng, b)
 
 
 @kernel("void(int32[:, ::1], int32[:, ::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
@@ -163,16 +240,26 @@ def lobsim_reset(events, book, ip, fp, si, sf, rng, obs, out):
     b = cuda.grid(1)
     if b >= si.shape[1]:
         return
+    pi = cuda.local.array(N_IP, int32)
+    pf = cuda.local.array(N_FP, float64)
+    load_params(ip, fp, pi, pf)
+    st = cuda.local.array(N_STATE_I, int32)
+    fs = cuda.local.array(N_STATE_F, float64)
+    rs = cuda.local.array(1, uint32)
     for r in range(N_STATE_I):
-        si[r, b] = 0
+        st[r] = 0
+    for r in range(N_STATE_F):
+        fs[r] = float64(0.0)
+    rs[0] = rng[b]
     for k in range(N_OUT):
         out[k, b] = float32(0.0)
-    synthetic = ip[IP_SYNTHETIC] != 0
-    start = draw_start(rng, b, ip)
-    si[S_CURSOR, b] = 0 if synthetic else start
-    select_reset(si, sf, b, True)
-    row = b * (ip[IP_EVENTS_PER_STEP] + 1) + ip[IP_EVENTS_PER_STEP] if synthetic else si[S_CURSOR, b]
-    m = mid2(book, row)
+    synthetic = pi[IP_SYNTHETIC] != 0
+    start = draw_start(rs, pi)
+    st[S_CURSOR] = 0 if synthetic else start
+    select_reset(st, fs, True)
+    row = b * (pi[IP_EVENTS_PER_STEP] + 1) + pi[IP_EVENTS_PER_STEP] if synthetic else st[S_CURSOR]
+    m = mid2_of(book[row, ASK_PRICE], book[row, BID_PRICE])
     for k in range(N_MID_HIST):
-        si[S_MID_HIST + k, b] = m
-    write_obs(si, sf, b, book, row, ip, fp, obs)
+        st[S_MID_HIST + k] = m
+    write_obs(st, fs, b, book, row, pi, pf, obs)
+    store_state(st, fs, rs, si, sf, rng, b)
