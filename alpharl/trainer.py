@@ -17,8 +17,9 @@ sequence; only where s_t, r_t and done_t come from differs:
     entirely, but needs a device-side cudaGraphSetConditional that numba kernels
     cannot call, and eager mode would differ from graph mode; predication keeps
     both identical and costs a few idle launches of ~1 µs.)
- 14. signals: ``rl_batch_moments`` of entropy, KL, TD error, advantage, return,
-    ratio, done and closed-trade PnL into the ISV's obs slots, then the EMAs;
+ 14. signals: ``rl_batch_moments_multi`` (one launch, one block per statistic) of
+    entropy, KL, TD error, advantage, return, ratio, done and closed-trade PnL into
+    the ISV's obs slots (``SIGNAL_MOMENTS``), then the EMAs;
  15. controllers (LR, clip, ratio bound, entropy coef, tau, PER, K);
  16. target soft update; device step counter + 1.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 import time
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,7 +41,37 @@ from alpharl import isv as S
 from alpharl.config import TrainConfig
 from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.sim.layout import OUT_TRADE_DONE
+from alpharl.cuda_kernels.reductions import MomentSlots, moments_table
 from alpharl.cuda_kernels.step_ops import N_ACC
+
+
+class SignalMoment(NamedTuple):
+    """One batch statistic of step 14: its input, length, weights and ISV slots."""
+
+    x: str  #: the input: a learner output (entropy, kl, ratio, advantage, ret, td) or done / trade_pnl
+    minibatch: bool  #: length M (a replay minibatch) instead of B (the env batch)
+    slots: MomentSlots
+    by_trade_done: bool = False  #: weighted by the closed-trade flag (else all weights 1)
+
+
+#: Step 14's batch statistics, one block each of ``rl_batch_moments_multi`` (one launch for all).
+SIGNAL_MOMENTS = (
+    SignalMoment("entropy", False, MomentSlots(mean=S.RL_OBS_ENTROPY)),
+    SignalMoment("kl", False, MomentSlots(mean=S.RL_OBS_KL)),
+    SignalMoment("ratio", False, MomentSlots(max=S.RL_OBS_RATIO_MAX)),
+    SignalMoment("advantage", False, MomentSlots(var=S.RL_OBS_ADV_VAR)),
+    SignalMoment("ret", False, MomentSlots(var=S.RL_OBS_RETURN_VAR)),
+    SignalMoment("td", True, MomentSlots(kurt=S.RL_OBS_TD_KURTOSIS)),
+    SignalMoment("done", False, MomentSlots(mean=S.RL_OBS_DONE_RATE)),
+    SignalMoment("trade_pnl", False, MomentSlots(count=S.RL_OBS_TRADES, mean=S.RL_OBS_REWARD_PER_TRADE,
+                                                 neg_frac=S.RL_OBS_LOSS_RATE), by_trade_done=True),
+)
+
+
+def signal_moments_table(b: int, m: int) -> np.ndarray:
+    """int32 [len(SIGNAL_MOMENTS), MOM_COLS]: n and slots of step 14's statistics (built once per trainer)."""
+    return moments_table([(m if r.minibatch else b, r.slots) for r in SIGNAL_MOMENTS])
+
 
 def resolve_backend(backend: str) -> str:
     """auto -> cuda with a GPU, numpy without; cuda/sim must match the process's numba target."""
@@ -92,17 +124,12 @@ class IntegratedTrainer:
             mb = o.replay.sample(o.isv, M, o.gate)
             out = o.learn(env, mb, o.gate)
             o.replay.update_priorities(out.q_priority, M, o.gate)
-        # 14 signals (from the last iteration that ran)
-        o.moments(out.entropy, o.ones, B, -1, S.RL_OBS_ENTROPY, -1, -1, -1, -1)
-        o.moments(out.kl, o.ones, B, -1, S.RL_OBS_KL, -1, -1, -1, -1)
-        o.moments(out.ratio, o.ones, B, -1, -1, -1, -1, S.RL_OBS_RATIO_MAX, -1)
-        o.moments(out.advantage, o.ones, B, -1, -1, S.RL_OBS_ADV_VAR, -1, -1, -1)
-        o.moments(out.ret, o.ones, B, -1, -1, S.RL_OBS_RETURN_VAR, -1, -1, -1)
-        o.moments(out.td, o.ones, M, -1, -1, -1, S.RL_OBS_TD_KURTOSIS, -1, -1)
-        o.moments(o.sim.done, o.ones, B, -1, S.RL_OBS_DONE_RATE, -1, -1, -1, -1)
+        # 14 signals (from the last iteration that ran): the SIGNAL_MOMENTS rows in one launch
         trade_done = o.sim.output(OUT_TRADE_DONE)
-        o.moments(o.sim.trade_pnl, trade_done, B, S.RL_OBS_TRADES, S.RL_OBS_REWARD_PER_TRADE, -1, -1, -1,
-                  S.RL_OBS_LOSS_RATE)
+        inputs = {"entropy": out.entropy, "kl": out.kl, "ratio": out.ratio, "advantage": out.advantage,
+                  "ret": out.ret, "td": out.td, "done": o.sim.done, "trade_pnl": o.sim.trade_pnl}
+        o.moments([inputs[r.x] for r in SIGNAL_MOMENTS],
+                  [trade_done if r.by_trade_done else o.ones for r in SIGNAL_MOMENTS])
         o.accumulate(trade_done, o.sim.trade_pnl, o.sim.reward, B)
         o.controllers.launch_signal_emas(o.isv)
         # 15 controllers, 16 target soft update
@@ -194,6 +221,7 @@ class _DeviceOps:
         self.reward = cuda.device_array(B, f32, stream=st)
         self.prng = cuda.to_device(seed_states(config.seed, B, STREAM_ACTIONS), stream=st)
         self.ones = cuda.to_device(np.ones(max(B, m), f32), stream=st)
+        self.moments_table = cuda.to_device(signal_moments_table(B, m), stream=st)  # before any graph capture
         self.gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.open_gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.step_count = cuda.to_device(np.zeros(1, np.int64), stream=st)
@@ -245,10 +273,12 @@ class _DeviceOps:
         rep = ReplayBatch(mb.obs_s, mb.action, mb.reward, mb.done, mb.obs_s2, mb.is_weight)
         return self.learner.update(env, rep, self.isv, gate)
 
-    def moments(self, x, w, n, *slots):
-        from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, rl_batch_moments
+    def moments(self, xs, ws):
+        """Step 14's statistics (rows of self.moments_table) of float32 device arrays xs, ws: one launch."""
+        from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, pad_moments_inputs, rl_batch_moments_multi
 
-        rl_batch_moments[1, REDUCE_BLOCK, self.stream](x, w, np.int32(n), self.isv, *[np.int32(s) for s in slots])
+        rl_batch_moments_multi[len(xs), REDUCE_BLOCK, self.stream](
+            pad_moments_inputs(xs), pad_moments_inputs(ws), self.moments_table, self.isv)
 
     def soft_update(self):
         self.learner.soft_update(self.isv)
@@ -330,6 +360,7 @@ class _NumpyOps:
         self.reward = np.zeros(B, np.float32)
         self.prng = seed_states(config.seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(B, m), np.float32)
+        self.moments_table = signal_moments_table(B, m)
         self.gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)
         self.host_skips_gated = True  # host arrays: reading the gate is free
@@ -384,10 +415,10 @@ class _NumpyOps:
                                      ret=f(r["return"]))
         return self._last
 
-    def moments(self, x, w, n, *slots):
-        from alpharl.reference.reductions import rl_batch_moments
+    def moments(self, xs, ws):
+        from alpharl.reference.reductions import rl_batch_moments_multi
 
-        rl_batch_moments(x, w, n, self.isv, *slots)
+        rl_batch_moments_multi(xs, ws, self.moments_table, self.isv)
 
     def soft_update(self):
         from alpharl.reference.learner import soft_update

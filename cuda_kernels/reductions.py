@@ -1,14 +1,16 @@
-"""Single-block reductions: ``rl_l2_norm``, ``rl_batch_moments`` and the shared
-tree-reduce device functions.
+"""Block reductions: ``rl_l2_norm``, ``rl_batch_moments``, ``rl_batch_moments_multi``
+and the shared tree-reduce device functions.
 
-All reductions here run in ONE block and reduce in a fixed order (per-thread
-block-stride partial sums, then a shared-memory tree), so results are
-bit-identical run to run: no floating-point atomics.
+Every reduction here runs in ONE block per result and reduces in a fixed order
+(per-thread block-stride partial sums, then a shared-memory tree), so results
+are bit-identical run to run: no floating-point atomics.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple, Sequence
 
+import numpy as np
 from numba import cuda, float32, float64
 
 from alpharl.cuda_kernels.registry import kernel
@@ -60,9 +62,23 @@ def rl_l2_norm(x, n, out, out_idx):
         out[out_idx] = math.sqrt(sh[0])
 
 
-@kernel("void(float32[::1], float32[::1], int32, float32[::1], int32, int32, int32, int32, int32, int32)")
-def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max, slot_neg_frac):
-    """Weighted batch statistics of x[0:n] with weights w (0 = excluded), into ISV slots.
+#: Columns of the per-statistic parameter table of ``rl_batch_moments_multi``
+#: (int32 [n_stats, MOM_COLS]): the length n, then the six ISV slots (-1 = not written).
+MOM_N = 0
+MOM_COUNT = 1
+MOM_MEAN = 2
+MOM_VAR = 3
+MOM_KURT = 4
+MOM_MAX = 5
+MOM_NEG_FRAC = 6
+MOM_COLS = 7
+#: Statistics one ``rl_batch_moments_multi`` launch can take (the length of its x and w tuples).
+MOMENTS_MULTI = 8
+
+
+@cuda.jit(device=True)
+def batch_moments_block(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max, slot_neg_frac):
+    """The maths of ``rl_batch_moments`` for one block (every thread of it must call it).
 
     count = sum w; mean = sum w x / count; var = sum w (x-mean)^2 / count;
     kurtosis = (sum w (x-mean)^4 / count) / var^2; max = max of x where w > 0;
@@ -70,7 +86,6 @@ def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, s
     Two passes (mean first, then centred moments) in float64 to keep the
     fourth moment accurate. A slot of -1 is not written. With count = 0 only
     the count slot is written (0): there was no observation, the EMAs gate on it.
-    Launch [1, REDUCE_BLOCK].
     """
     s_w = cuda.shared.array(REDUCE_BLOCK, float64)
     s_1 = cuda.shared.array(REDUCE_BLOCK, float64)
@@ -134,3 +149,63 @@ def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, s
                 isv[slot_max] = s_mx[0]
             if slot_neg_frac >= 0:
                 isv[slot_neg_frac] = s_neg[0] / count
+
+
+@kernel("void(float32[::1], float32[::1], int32, float32[::1], int32, int32, int32, int32, int32, int32)")
+def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max, slot_neg_frac):
+    """Weighted batch statistics of x[0:n] with weights w (0 = excluded), into ISV slots
+    (``batch_moments_block`` has the maths). Launch [1, REDUCE_BLOCK].
+    """
+    batch_moments_block(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max, slot_neg_frac)
+
+
+_F32_TUPLE = f"UniTuple(float32[::1], {MOMENTS_MULTI})"
+
+
+@kernel(f"void({_F32_TUPLE}, {_F32_TUPLE}, int32[:, ::1], float32[::1])")
+def rl_batch_moments_multi(xs, ws, table, isv):
+    """Block b does ``rl_batch_moments`` of (xs[b], ws[b]) with n and slots from table[b].
+
+    xs, ws: tuples of MOMENTS_MULTI float32 device arrays (each its own length:
+    a tuple is passed as its arrays' pointers, so nothing is staged or copied);
+    table: int32 [n_stats, MOM_COLS] (``moments_table``). Blocks are
+    independent (each writes only its own slots), and each runs the very code
+    of the single-statistic kernel, so the ISV is bit-identical to n_stats
+    ``rl_batch_moments`` launches. Launch [n_stats, REDUCE_BLOCK] with
+    n_stats = table.shape[0] <= MOMENTS_MULTI (``pad_moments_inputs`` fills
+    the unused tuple entries).
+    """
+    b = cuda.blockIdx.x
+    batch_moments_block(xs[b], ws[b], table[b, MOM_N], isv, table[b, MOM_COUNT], table[b, MOM_MEAN],
+                        table[b, MOM_VAR], table[b, MOM_KURT], table[b, MOM_MAX], table[b, MOM_NEG_FRAC])
+
+
+# ------------------------------------------------------------------ host side of the multi launch
+
+class MomentSlots(NamedTuple):
+    """The ISV slots one batch statistic writes (-1 = not written)."""
+
+    count: int = -1
+    mean: int = -1
+    var: int = -1
+    kurt: int = -1
+    max: int = -1
+    neg_frac: int = -1
+
+
+def moments_table(stats: Sequence[tuple[int, MomentSlots]]) -> np.ndarray:
+    """int32 [len(stats), MOM_COLS] parameter table of ``rl_batch_moments_multi`` from (n, slots) pairs."""
+    if not 0 < len(stats) <= MOMENTS_MULTI:
+        raise ValueError(f"rl_batch_moments_multi takes 1..{MOMENTS_MULTI} statistics, got {len(stats)}")
+    table = np.empty((len(stats), MOM_COLS), np.int32)
+    for row, (n, slots) in zip(table, stats):
+        row[MOM_N] = n
+        row[MOM_COUNT:] = slots  # MomentSlots' fields are in column order
+    return table
+
+
+def pad_moments_inputs(arrays: Sequence) -> tuple:
+    """The MOMENTS_MULTI-tuple the kernel takes: ``arrays`` then repeats of the first (never read)."""
+    if not 0 < len(arrays) <= MOMENTS_MULTI:
+        raise ValueError(f"rl_batch_moments_multi takes 1..{MOMENTS_MULTI} statistics, got {len(arrays)}")
+    return tuple(arrays) + (arrays[0],) * (MOMENTS_MULTI - len(arrays))
