@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from alpharl.cli.errors import UserError
+from alpharl.cli.errors import UserError, user_errors
 
 
 def bench(
@@ -17,22 +17,23 @@ def bench(
     out: Annotated[str | None, typer.Option("--out", help="Also write the JSON report to this file.")] = None,
 ) -> None:
     """Benchmark the training step: µs/step (graph, eager), env-steps/s, sim and learning alone, memory, floor."""
-    from alpharl import target
+    with user_errors():
+        from alpharl import target
 
-    if target.active() != target.GPU:
-        raise UserError("bench needs a GPU (numba runs the CUDA simulator here); run it on a GPU machine")
-    from alpharl.bench import DEFAULT_BS, format_table, run_bench
+        if target.active() != target.GPU:
+            raise UserError("bench needs a GPU (numba runs the CUDA simulator here); run it on a GPU machine")
+        from alpharl.bench import DEFAULT_BS, format_table, run_bench
 
-    bs = b or list(DEFAULT_BS)
-    if any(x < 1 for x in bs):
-        raise UserError(f"--b {min(bs)}: must be >= 1")
-    report = run_bench(bs, steps, starts)
-    if out:
-        with open(out, "w") as f:
-            json.dump(report, f, indent=1)
-    if as_json:
-        typer.echo(json.dumps(report, indent=1))
-    else:
-        from rich.console import Console
+        bs = b or list(DEFAULT_BS)
+        if any(x < 1 for x in bs):
+            raise UserError(f"--b {min(bs)}: must be >= 1")
+        report = run_bench(bs, steps, starts)
+        if out:
+            with open(out, "w") as f:
+                json.dump(report, f, indent=1)
+        if as_json:
+            typer.echo(json.dumps(report, indent=1))
+        else:
+            from rich.console import Console
 
-        Console().print(format_table(report))
+            Console().print(format_table(report))
