@@ -37,8 +37,8 @@ def _timed(fn, n: int, sync) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def floor_of(trainer) -> dict:
-    """FLOPs, bytes and launches of one training step (K = 1) and the implied floor in µs."""
+def floor_of(trainer, launches: int) -> dict:
+    """FLOPs, bytes and launches (graph nodes) of one training step (K = 1) and the implied floor in µs."""
     lay = trainer.ops.nets.layout
     B, M, D = trainer.B, trainer.M, trainer.obs_dim
     rows = 2 * B + 2 * M          # stacked encoder rows of the learning update
@@ -57,10 +57,9 @@ def floor_of(trainer) -> dict:
     bytes_ += 4.0 * rows * (D + 4 * lay.hidden) * 3   # activations written and read back
     bytes_ += 4.0 * (2 * B + 2 * M) * D          # replay insert + gather
     bytes_ += 4.0 * B * trainer.config.sim.events_per_step * 8   # events + book columns touched
-    launches = trainer.launches_per_step if hasattr(trainer, "launches_per_step") else None
     t_flop = flops / FP32_PEAK_FLOPS
     t_byte = bytes_ / HBM_BYTES_PER_S
-    t_launch = (launches or 0) * GRAPH_LAUNCH_S
+    t_launch = launches * GRAPH_LAUNCH_S
     return {"flops": flops, "bytes": bytes_, "launches": launches,
             "floor_us": 1e6 * max(t_flop, t_byte, t_launch), "bound": max(
                 (("arithmetic", t_flop), ("bandwidth", t_byte), ("launches", t_launch)), key=lambda x: x[1])[0]}
@@ -82,7 +81,6 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     tr.step()                              # eager warm-up (compiles, loads modules)
     tr.step()                              # captures the graph and replays it once
     n_nodes = tr._graph.n_nodes
-    tr.launches_per_step = n_nodes
     graph_s = _timed(tr.step, steps, sync)
     tr.config.graph = False
     eager_s = _timed(tr.step, eager_steps or max(3, steps // 10), sync)
@@ -102,7 +100,7 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     learn_graph = CapturedGraph(o.stream, learn_once)
     learn_s = _timed(learn_graph.replay, steps, sync)
     free1, _ = ctx.get_memory_info()
-    fl = floor_of(tr)
+    fl = floor_of(tr, n_nodes)
     row = {
         "b": b, "graph_us": 1e6 * graph_s, "eager_us": 1e6 * eager_s,
         "env_steps_per_s": b / graph_s, "us_per_env_step": 1e6 * graph_s / b,
@@ -113,7 +111,6 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     }
     sim_graph.close()
     learn_graph.close()
-    del tr
     return row
 
 

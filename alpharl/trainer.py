@@ -31,7 +31,6 @@ sequence on host arrays). Nothing in the step reads back to the host.
 from __future__ import annotations
 
 import math
-import time
 from types import SimpleNamespace
 from typing import NamedTuple
 
