@@ -6,31 +6,56 @@ Ties go to the lowest action index.
 """
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.nets.heads import (N_Q_OUT, ROW_BLOCK, dueling_logits, expectation_of_logp,
-                                             log_softmax_inplace)
+from alpharl.cuda_kernels.nets.heads import N_Q_OUT, expectation_of_logp, log_softmax_inplace
+from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, adv_mean, warp_rows_grid
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.sizes import N_ACTIONS, N_ATOMS
+
+
+def argmax_expected_q_grid(n):
+    """Launch geometry of ``argmax_expected_q`` for n rows: (blocks, threads), one warp per row."""
+    return warp_rows_grid(n)
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], int32, int32[::1])")
 def argmax_expected_q(gate, adv, val, n, a_star):
     """a_star[b] = argmax_a E[Z(s'_b, a)] from the dueling streams adv[n, N_ACTIONS N_ATOMS], val[n, N_ATOMS].
 
-    Launch [ceil(n / ROW_BLOCK), ROW_BLOCK] (one thread per sample).
+    One warp per row (nets/warp.py): lane z writes the logits of atom z for every
+    action, lane a < N_ACTIONS then takes action a's log-softmax and expectation
+    (the serial helpers of heads.py, on its shared row), and lane 0 picks the
+    first maximum. Launch ``argmax_expected_q_grid(n)``; any grid of
+    WARP_ROW_BLOCK-thread blocks is correct (rows stride over the warps).
     gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
         return
-    b = cuda.grid(1)
-    if b < n:
-        x = cuda.local.array(N_ATOMS, float32)
-        best = int32(0)
-        best_e = float32(0.0)
-        for a in range(N_ACTIONS):
-            dueling_logits(adv, b * N_Q_OUT, val, b * N_ATOMS, a, x)
+    sh_x = cuda.shared.array((WARP_ROWS, N_ACTIONS, N_ATOMS), float32)  # logits, then log-probs
+    sh_e = cuda.shared.array((WARP_ROWS, N_ACTIONS), float32)  # E[Z(s', a)]
+    w = cuda.threadIdx.x // WARP
+    lane = cuda.threadIdx.x % WARP
+    # Block-uniform loop bounds: every thread reaches every syncthreads.
+    for base in range(cuda.blockIdx.x * WARP_ROWS, n, cuda.gridDim.x * WARP_ROWS):
+        b = base + w
+        row = w < WARP_ROWS and b < n
+        if row and lane < N_ATOMS:
+            mean = adv_mean(adv, b, lane)
+            v = val[b * N_ATOMS + lane]
+            for a in range(N_ACTIONS):
+                sh_x[w, a, lane] = v + adv[b * N_Q_OUT + a * N_ATOMS + lane] - mean
+        cuda.syncthreads()
+        if row and lane < N_ACTIONS:
+            x = sh_x[w, lane]
             log_softmax_inplace(x, N_ATOMS)
-            e = expectation_of_logp(x)
-            if a == 0 or e > best_e:
-                best = a
-                best_e = e
-        a_star[b] = best
+            sh_e[w, lane] = expectation_of_logp(x)
+        cuda.syncthreads()
+        if row and lane == 0:
+            best = int32(0)
+            best_e = sh_e[w, 0]
+            for a in range(1, N_ACTIONS):
+                if sh_e[w, a] > best_e:  # strict: ties keep the lower index
+                    best = a
+                    best_e = sh_e[w, a]
+            a_star[b] = best
+        # No third barrier: the next rows write sh_x only after this one's second barrier (its
+        # last reader is before it) and sh_e only after their first (lane 0 reads it before that).
