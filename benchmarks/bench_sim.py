@@ -18,6 +18,7 @@ per step in a CUDA graph.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import platform
@@ -76,12 +77,17 @@ def _market(args):
 def bench_one(market, b: int, args) -> dict:
     from numba import cuda
 
+    from alpharl.cuda_kernels.lobsim.stage import STAGE_SMEM_BYTES, step_launch
     from alpharl.sim import LobSim, SimParams
 
     params = SimParams(events_per_step=args.events_per_step, episode_steps=args.episode_steps,
                        queue_model=args.queue_model, latency_events=args.latency)
     stream = cuda.stream()
     sim = LobSim(market, params, b, seed=0, stream=stream)
+    if args.per_block or args.threads or args.smem_bytes or args.staged:
+        sim.step_launch = step_launch(b, params.events_per_step, sim.levels, per_block=args.per_block,
+                                      threads=args.threads, smem_bytes=args.smem_bytes or STAGE_SMEM_BYTES,
+                                      staged=None if args.staged is None else args.staged == "yes")
     sim.reset()
     rng = np.random.default_rng(0)
     k = args.graph_steps
@@ -96,7 +102,8 @@ def bench_one(market, b: int, args) -> dict:
     stream.synchronize()
     timer = Timer(stream)
     res = {"B": b, "events_per_step": params.events_per_step, "episode_steps": params.episode_steps,
-           "queue_model": params.queue_model, "latency_events": params.latency_events}
+           "queue_model": params.queue_model, "latency_events": params.latency_events,
+           "launch": dataclasses.asdict(sim.step_launch)}
     if args.eager or target.on_simulator():
         res["eager_us"] = timer.time_us(steps, args.iters, args.warmup) / k
     if not target.on_simulator():
@@ -151,6 +158,11 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=50, help="timed repetitions")
     ap.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     ap.add_argument("--eager", action="store_true", help="also time plain launches")
+    ap.add_argument("--per-block", type=int, default=None, help="lobsim_step backtests per block (tuning)")
+    ap.add_argument("--threads", type=int, default=None, help="lobsim_step threads per block (tuning)")
+    ap.add_argument("--smem-bytes", type=int, default=None, help="lobsim_step staging memory per block (tuning)")
+    ap.add_argument("--staged", choices=["yes", "no"], default=None,
+                    help="lobsim_step with / without shared-memory staging (tuning; default: by B)")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (B=2, 2 events/step, 1 iteration)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     args = ap.parse_args(argv)
@@ -163,7 +175,8 @@ def main(argv=None) -> int:
     for b in args.b:
         r = bench_one(market, b, args)
         results.append(r)
-        print(f"B={b:6d}  {r['us_per_step']:10.2f} µs/step  {r['events_per_s']:.3e} backtest-events/s", flush=True)
+        print(f"B={b:6d}  {r['us_per_step']:10.2f} µs/step  {r['events_per_s']:.3e} backtest-events/s  "
+              f"launch {r['launch']}", flush=True)
     table = _table(results)
     verdict = _verdict(results)
     print(table)

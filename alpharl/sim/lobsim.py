@@ -33,6 +33,7 @@ class LobSim:
 
         from alpharl.cuda_kernels.lobsim import step as k_step
         from alpharl.cuda_kernels.lobsim import synthetic as k_syn
+        from alpharl.cuda_kernels.lobsim.stage import step_launch
 
         self._k_step, self._k_syn = k_step, k_syn
         self.params = params
@@ -75,6 +76,10 @@ class LobSim:
         self.fills_f = cuda.to_device(np.zeros((self.B, cap), np.float64), stream=st)
         self._grid = k_step.sim_grid(self.B)
         self._block = k_step.SIM_BLOCK
+        self.step_launch = step_launch(self.B, self.E, self.levels)
+        # the step and reset kernels read the tables flat (views, no copies)
+        self._events_flat = self.events.reshape(self.events.size)
+        self._book_flat = self.book.reshape(self.book.size)
 
     # ------------------------------------------------------------ lifecycle
     def reset(self) -> None:
@@ -86,7 +91,8 @@ class LobSim:
             self._k_syn.lobsim_synth_reset[self._grid, self._block, st](
                 self.sp, self.syn_i, self.events, self.book, np.int32(self.E))
         self._k_step.lobsim_reset[self._grid, self._block, st](
-            self.events, self.book, self.ip, self.fp, self.state_i, self.state_f, self.rng, self.obs_d, self.out)
+            self._events_flat, self._book_flat, self.ip, self.fp, self.state_i, self.state_f, self.rng, self.obs_d,
+            self.out)
 
     def step(self, actions) -> None:
         """One env step; ``actions`` int32[B] device array. Launches only (graph-capturable)."""
@@ -94,9 +100,10 @@ class LobSim:
         if self.synthetic:
             self._k_syn.lobsim_synth_flow[self._grid, self._block, st](
                 self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
-        self._k_step.lobsim_step[self._grid, self._block, st](
-            actions, self.events, self.book, self.ip, self.fp, self.state_i, self.state_f, self.rng,
-            self.obs_d, self.out, self.fills_i, self.fills_f)
+        sl = self.step_launch
+        self._k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
+            actions, self._events_flat, self._book_flat, self.ip, self.fp, self.state_i, self.state_f, self.rng,
+            self.obs_d, self.out, self.fills_i, self.fills_f, np.int32(sl.per_block), np.int32(sl.chunk))
 
     # ------------------------------------------------------------ outputs
     @property

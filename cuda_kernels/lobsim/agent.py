@@ -8,8 +8,9 @@ state (see lobsim_step): ``st`` int32[N_STATE_I] and ``fs`` float64[N_STATE_F]
 are ``cuda.local.array`` rows indexed by the layout's row names (S_*, F_*),
 ``rs`` uint32[1] holds the PRNG state and ``pi`` / ``pf`` the packed
 parameters. Every index is a compile-time constant once these functions are
-inlined, so the arrays live in registers. Only the fills ring (``fills_i`` /
-``fills_f``, row b) and the read-only market tables are global memory."""
+inlined, so the arrays live in registers. The book is read flat, ``at`` the word
+offset of a snapshot (book.py). Only the fills ring (``fills_i`` / ``fills_f``,
+row b) is written to global memory."""
 from __future__ import annotations
 
 from numba import cuda, float64, int64
@@ -110,10 +111,10 @@ def close_if_flat(st):
 
 
 @cuda.jit(device=True)
-def walk(st, fs, b, side, qty, book, row, flatten, oid, pi, pf, fills_i, fills_f):
-    """A taker order walking the visible depth of ``row`` level by level; what the depth
-    cannot fill is dropped, except for a flatten, which fills it at the deepest visible
-    price (or, with that side empty, at the other side's best price)."""
+def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f):
+    """A taker order walking the visible depth of the snapshot at ``at`` level by level; what
+    the depth cannot fill is dropped, except for a flatten, which fills it at the deepest
+    visible price (or, with that side empty, at the other side's best price)."""
     inv = st[S_INVENTORY]
     rem = min(qty, abs(inv)) if reduces(inv, side) else qty
     last_px = 0
@@ -121,12 +122,12 @@ def walk(st, fs, b, side, qty, book, row, flatten, oid, pi, pf, fills_i, fills_f
     for lv in range(pi[IP_LEVELS]):
         c = lv * BOOK_COLS_PER_LEVEL
         if side == SIDE_BUY:
-            p = book[row, c + ASK_PRICE]
-            z = book[row, c + ASK_SIZE]
+            p = book[at + c + ASK_PRICE]
+            z = book[at + c + ASK_SIZE]
             valid = p != ASK_EMPTY
         else:
-            p = book[row, c + BID_PRICE]
-            z = book[row, c + BID_SIZE]
+            p = book[at + c + BID_PRICE]
+            z = book[at + c + BID_SIZE]
             valid = p != BID_EMPTY
         if valid:
             take = min(rem, z)
@@ -138,7 +139,7 @@ def walk(st, fs, b, side, qty, book, row, flatten, oid, pi, pf, fills_i, fills_f
         if has_last:
             book_fill(st, fs, b, side, rem, last_px, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
         else:
-            other, ok = best_of(-side, book[row, ASK_PRICE], book[row, BID_PRICE])
+            other, ok = best_of(-side, book[at + ASK_PRICE], book[at + BID_PRICE])
             if ok:
                 book_fill(st, fs, b, side, rem, other, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
 
@@ -220,7 +221,7 @@ def place_orders(st, act, ask1, bid1, pi):
 
 
 @cuda.jit(device=True)
-def activate_limit(st, fs, b, side, base, book, row, ask1, bid1, pi, pf, fills_i, fills_f):
+def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
     """A pending limit order whose latency ran out goes live: queue ahead = visible size at its
     price; a marketable one fills at once as a taker at the best opposite price."""
     qty = st[base + O_QTY]
@@ -229,7 +230,7 @@ def activate_limit(st, fs, b, side, base, book, row, ask1, bid1, pi, pf, fills_i
         px = st[base + O_PX]
         opp, ok = best_of(side, ask1, bid1)
         marketable = ok and crosses(side, opp, px)
-        qa = 0 if marketable else level_size(book, row, side, px, pi[IP_LEVELS])
+        qa = 0 if marketable else level_size(book, at, side, px, pi[IP_LEVELS])
         st[base + O_QA] = qa
         st[base + O_QA0] = qa
         st[base + O_LIVE_AT] = LIVE
@@ -239,8 +240,8 @@ def activate_limit(st, fs, b, side, base, book, row, ask1, bid1, pi, pf, fills_i
 
 
 @cuda.jit(device=True)
-def activate(st, fs, b, book, row, ask1, bid1, pi, pf, fills_i, fills_f):
-    """Orders whose latency ran out at the cursor act on the snapshot ``row`` (best ask / bid
+def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
+    """Orders whose latency ran out at the cursor act on the snapshot at ``at`` (best ask / bid
     ask1 / bid1; market order first, then buy, then sell). Returns True when this closed the
     round trip."""
     flat = st[S_MKT_FLAT]
@@ -250,20 +251,20 @@ def activate(st, fs, b, book, row, ask1, bid1, pi, pf, fills_i, fills_f):
         st[S_MKT_FLAT] = 0
         if q != 0:
             side = SIDE_BUY if q > 0 else SIDE_SELL
-            walk(st, fs, b, side, abs(q), book, row, flat != 0, st[S_MKT_OID], pi, pf, fills_i, fills_f)
+            walk(st, fs, b, side, abs(q), book, at, flat != 0, st[S_MKT_OID], pi, pf, fills_i, fills_f)
         if close_if_flat(st):
             return True
-    activate_limit(st, fs, b, SIDE_BUY, S_BUY_PX, book, row, ask1, bid1, pi, pf, fills_i, fills_f)
+    activate_limit(st, fs, b, SIDE_BUY, S_BUY_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f)
     if close_if_flat(st):
         return True
-    activate_limit(st, fs, b, SIDE_SELL, S_SELL_PX, book, row, ask1, bid1, pi, pf, fills_i, fills_f)
+    activate_limit(st, fs, b, SIDE_SELL, S_SELL_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f)
     return close_if_flat(st)
 
 
 @cuda.jit(device=True)
-def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, r0, pi, pf, fills_i, fills_f):
+def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at0, pi, pf, fills_i, fills_f):
     """Replay one event (type t, direction d, size s, price p) against the live resting ``side``
-    order (book r0 before it; after it, best ask / bid ask1 / bid1 and the order's queue cap
+    order (book at ``at0`` before it; after it, best ask / bid ask1 / bid1 and the order's queue cap
     ``cap`` = level_cap at its price): queue-ahead consumption by trades at its price,
     Bernoulli cancellations (probabilistic model), fills by trade-through or a crossing book,
     then the visible-size cap."""
@@ -287,7 +288,7 @@ def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, r0
             qa = max(qa - s, 0)
     elif (pi[IP_QUEUE_MODEL] == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)
           and d == side and p == px):
-        big_s = level_size(book, r0, side, px, pi[IP_LEVELS])
+        big_s = level_size(book, at0, side, px, pi[IP_LEVELS])
         if big_s > 0:
             # The cancelled shares were ahead of us with probability qa / S.
             x = xorshift32(rs[0])

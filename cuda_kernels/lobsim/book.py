@@ -1,8 +1,10 @@
 """Book reads shared by the simulator kernels: mid price, visible size at a
 price, the queue-ahead cap, the opposite side's best price.
 
-``book`` is int32[rows, 4L] in LOBSTER column order with prices in ticks and
-empty levels at ``ASK_EMPTY`` / ``BID_EMPTY`` (alpharl.sim.layout).
+``book`` is a book table read flat: snapshot rows of 4L words in LOBSTER
+column order with prices in ticks and empty levels at ``ASK_EMPTY`` /
+``BID_EMPTY`` (alpharl.sim.layout); ``at`` is the word offset of a snapshot
+(its row x 4L), in the global table or in a block's shared-memory copy.
 
 The level scans read every visible level without an early exit: a scan that
 stops at the first match makes each level's load wait on the previous
@@ -33,9 +35,9 @@ def mid2_of(a, b):
 
 
 @cuda.jit(device=True)
-def mid2(book, row):
-    """Doubled mid price in ticks of snapshot ``row`` (see mid2_of)."""
-    return mid2_of(book[row, ASK_PRICE], book[row, BID_PRICE])
+def mid2(book, at):
+    """Doubled mid price in ticks of the snapshot at ``at`` (see mid2_of)."""
+    return mid2_of(book[at + ASK_PRICE], book[at + BID_PRICE])
 
 
 @cuda.jit(device=True)
@@ -47,7 +49,7 @@ def side_cols(side):
 
 
 @cuda.jit(device=True)
-def find_level(book, row, side, px, levels):
+def find_level(book, at, side, px, levels):
     """(whether px is listed on the resting side of ``side`` orders, the visible size at the
     first level listing it or 0). Scans all levels (independent loads, no early exit)."""
     pc, zc, _ = side_cols(side)
@@ -55,8 +57,8 @@ def find_level(book, row, side, px, levels):
     size = 0
     for lv in range(levels):
         c = lv * BOOK_COLS_PER_LEVEL
-        p = book[row, c + pc]
-        z = book[row, c + zc]
+        p = book[at + c + pc]
+        z = book[at + c + zc]
         hit = p == px and not found
         size = z if hit else size
         found = found or hit
@@ -64,22 +66,22 @@ def find_level(book, row, side, px, levels):
 
 
 @cuda.jit(device=True)
-def level_size(book, row, side, px, levels):
+def level_size(book, at, side, px, levels):
     """Visible size at price px on the resting side of ``side`` orders; 0 when px is not listed."""
-    _, size = find_level(book, row, side, px, levels)
+    _, size = find_level(book, at, side, px, levels)
     return size
 
 
 @cuda.jit(device=True)
-def level_cap(book, row, side, px, levels):
+def level_cap(book, at, side, px, levels):
     """Upper bound of a queue ahead at px: the visible size there; 0 when px lies within the
     visible range (or the side shows fewer than L levels) but is not listed, i.e. the level is
     empty; CAP_UNKNOWN when px lies beyond a full visible depth."""
     pc, _, empty = side_cols(side)
-    found, size = find_level(book, row, side, px, levels)
+    found, size = find_level(book, at, side, px, levels)
     if found:
         return size
-    deepest = book[row, (levels - 1) * BOOK_COLS_PER_LEVEL + pc]
+    deepest = book[at + (levels - 1) * BOOK_COLS_PER_LEVEL + pc]
     if deepest != empty:
         if (side == SIDE_BUY and px < deepest) or (side != SIDE_BUY and px > deepest):
             return CAP_UNKNOWN

@@ -42,16 +42,16 @@ def order_features(st, b, base, sgn, m, obs, k):
 
 
 @cuda.jit(device=True)
-def write_obs(st, fs, b, book, row, pi, pf, obs):
-    """obs[b, :] from the snapshot ``row`` and backtest b's state ``st`` / ``fs`` (register copies,
-    see lobsim_step; ``pi`` / ``pf`` the packed parameters)."""
+def write_obs(st, fs, b, book, at, pi, pf, obs):
+    """obs[b, :] from the snapshot at ``at`` (flat book, see book.py) and backtest b's state
+    ``st`` / ``fs`` (register copies, see lobsim_step; ``pi`` / ``pf`` the packed parameters)."""
     half = float32(0.5)
     zero = float32(0.0)
     # the best level once, before any obs store (the compiler cannot tell obs from book apart)
-    a1 = book[row, ASK_PRICE]
-    b1 = book[row, BID_PRICE]
-    as1 = book[row, ASK_SIZE]
-    bs1 = book[row, BID_SIZE]
+    a1 = book[at + ASK_PRICE]
+    b1 = book[at + BID_PRICE]
+    as1 = book[at + ASK_SIZE]
+    bs1 = book[at + BID_SIZE]
     m = mid2_of(a1, b1)
     nl = pi[IP_LEVELS]
     depth_a = 0
@@ -59,10 +59,10 @@ def write_obs(st, fs, b, book, row, pi, pf, obs):
     for lv in range(nl):
         c = lv * BOOK_COLS_PER_LEVEL
         k = lv * OBS_PER_LEVEL
-        a = book[row, c + ASK_PRICE]
-        az = book[row, c + ASK_SIZE]
-        bd = book[row, c + BID_PRICE]
-        bz = book[row, c + BID_SIZE]
+        a = book[at + c + ASK_PRICE]
+        az = book[at + c + ASK_SIZE]
+        bd = book[at + c + BID_PRICE]
+        bz = book[at + c + BID_SIZE]
         if a != ASK_EMPTY:
             obs[b, k + OBS_LEVEL_ASK_OFF] = float32(2 * a - m) * half
             obs[b, k + OBS_LEVEL_ASK_LOGSZ] = math.log1p(float32(az))

@@ -12,17 +12,24 @@ Register-resident state. A thread copies its backtest's whole state
 (``si[:, b]``, ``sf[:, b]``, ``rng[b]``) and the packed parameters into
 ``cuda.local.array`` rows at the start, runs the step on those copies and
 stores them back once at the end. Every index into the copies is a
-compile-time constant after inlining, so they live in registers: the event
-walk no longer makes a chain of dependent global loads and stores (and since
+compile-time constant after inlining, so they live in registers (and since
 ``si``, ``ip``, ``book`` and ``fills_i`` are all int32 arrays the compiler
-could not keep any of them in registers across a store). Inside the walk,
-each event's fields, the snapshot's best ask / bid and the queue caps of the
-live orders are loaded together at the top of the event, before any store,
-and shared by both sides and the activation. Global memory written in the
-walk: the fills ring only.
+could not keep any of them in registers across a store).
 
-Launch both as ``[sim_grid(B), SIM_BLOCK]`` (one thread per backtest, no
-shared memory, no syncthreads: threads past B exit at once).
+Shared-memory market. With few backtests (step_launch) ``lobsim_step`` first
+copies the step's event and book rows of the block's backtests into shared
+memory, the whole block taking part in one pass per chunk of events
+(stage.py), so the serial walk over the events reads shared memory, not a
+chain of dependent global loads; with many, the warps of a multiprocessor
+overlap those latencies and the walk reads the global tables. Inside the
+walk, each event's fields, the snapshot's best ask / bid and the queue caps of
+the live orders are read together at the top of the event and shared by both
+sides and the activation. Global memory written in the walk: the fills ring
+only.
+
+Launch ``lobsim_step`` with ``step_launch(B, E, L)`` (stage.py) and
+``lobsim_reset`` as ``[sim_grid(B), SIM_BLOCK]`` (one thread per backtest, no
+shared memory: threads past B exit at once).
 """
 from __future__ import annotations
 
@@ -31,20 +38,21 @@ from numba import cuda, float32, float64, int32, uint32
 from alpharl.cuda_kernels.lobsim.agent import activate, close_if_flat, order_event, place_orders, walk
 from alpharl.cuda_kernels.lobsim.book import level_cap, mid2_of
 from alpharl.cuda_kernels.lobsim.observe import write_obs
+from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
-from alpharl.sim.layout import (EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F_CASH, F_EQUITY, FP_TICK_DOLLARS,
+from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F_CASH, F_EQUITY, FP_TICK_DOLLARS,
                                 IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FORCE_FLATTEN, IP_LEVELS, IP_N_ROWS,
-                                IP_SYNTHETIC, LIVE, N_FP, N_IP, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, O_LIVE_AT,
-                                O_PX, O_QTY, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD, OUT_TRADE_DONE,
-                                OUT_TRADE_PNL, OUT_TRUNCATED, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_OID, S_BUY_PX, S_BUY_QA,
-                                S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT,
-                                S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_OID, S_SELL_PX,
-                                S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP, S_TRADE_STEPS,
-                                S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
+                                IP_SYNTHETIC, LIVE, N_EV_COLS, N_FP, N_IP, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I,
+                                O_LIVE_AT, O_PX, O_QTY, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD,
+                                OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_OID,
+                                S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST,
+                                S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT,
+                                S_SELL_OID, S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP,
+                                S_TRADE_STEPS, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
 
-#: Threads per block: one thread per backtest.
+#: Threads per block of lobsim_reset: one thread per backtest.
 SIM_BLOCK = 128
 
 
@@ -70,10 +78,11 @@ def has_orders(st):
 
 
 @cuda.jit(device=True)
-def live_cap(st, base, side, book, row, levels):
-    """The queue cap (level_cap) at ``row`` of the ``side`` order when it is live, else 0 (unused)."""
+def live_cap(st, base, side, book, at, levels):
+    """The queue cap (level_cap) in the snapshot at ``at`` of the ``side`` order when it is live,
+    else 0 (unused)."""
     if st[base + O_QTY] > 0 and st[base + O_LIVE_AT] == LIVE:
-        return level_cap(book, row, side, st[base + O_PX], levels)
+        return level_cap(book, at, side, st[base + O_PX], levels)
     return 0
 
 
@@ -121,20 +130,28 @@ def store_state(st, fs, rs, si, sf, rng, b):
     rng[b] = rs[0]
 
 
-@kernel("void(int32[::1], int32[:, ::1], int32[:, ::1], int32[::1], float64[::1], int32[:, ::1], "
-        "float64[:, ::1], uint32[::1], float32[:, ::1], float32[:, ::1], int32[:, :, ::1], float64[:, ::1])")
-def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, fills_f):
+@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
+        "uint32[::1], float32[:, ::1], float32[:, ::1], int32[:, :, ::1], float64[:, ::1], int32, int32)")
+def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, fills_f, per_block, chunk):
     """One env step of every backtest: action, E events with queue fills, reward / done /
     labels, branch-free auto-reset, observation.
 
-    actions int32[B]; events/book the market tables; ip/fp packed SimParams; si int32[N_STATE_I, B],
-    sf float64[N_STATE_F, B], rng uint32[B] (updated); obs float32[B, obs_dim] and out
-    float32[N_OUT, B] (written); fills_i int32[B, cap, N_FILL_I] / fills_f float64[B, cap] (ring).
-    Launch [sim_grid(B), SIM_BLOCK].
+    actions int32[B]; events/book the market tables, flat (rows of N_EV_COLS / 4L words); ip/fp
+    packed SimParams; si int32[N_STATE_I, B], sf float64[N_STATE_F, B], rng uint32[B] (updated);
+    obs float32[B, obs_dim] and out float32[N_OUT, B] (written); fills_i int32[B, cap, N_FILL_I] /
+    fills_f float64[B, cap] (ring).
+    Block k runs backtests k * per_block + t on its threads t < per_block; all its threads stage
+    the market rows, ``chunk`` events at a time, in dynamic shared memory (stage.py), or with
+    chunk 0 the walk reads the global tables.
+    Launch ``l = step_launch(B, E, L)``: [l.grid, l.threads, stream, l.smem_bytes], per_block =
+    l.per_block, chunk = l.chunk.
     """
-    b = cuda.grid(1)
-    if b >= si.shape[1]:
-        return
+    tid = cuda.threadIdx.x
+    nthreads = cuda.blockDim.x
+    first_b = cuda.blockIdx.x * per_block
+    nb = min(per_block, si.shape[1] - first_b)
+    b = first_b + tid
+    mine = tid < nb                      # this thread walks backtest b; the others only help staging
     # 0. register copies of the parameters and of this backtest's state (stored back at the end)
     pi = cuda.local.array(N_IP, int32)
     pf = cuda.local.array(N_FP, float64)
@@ -142,49 +159,103 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
     st = cuda.local.array(N_STATE_I, int32)
     fs = cuda.local.array(N_STATE_F, float64)
     rs = cuda.local.array(1, uint32)
-    load_state(si, sf, rng, b, st, fs, rs)
-    act = actions[b]
     n_ev = pi[IP_EVENTS_PER_STEP]
     nl = pi[IP_LEVELS]
+    width = BOOK_COLS * nl
     synthetic = pi[IP_SYNTHETIC] != 0
-    row0 = b * (n_ev + 1) if synthetic else st[S_CURSOR]
-    ask0 = book[row0, ASK_PRICE]
-    bid0 = book[row0, BID_PRICE]
-    mid_before = mid2_of(ask0, bid0)
-
-    # 1-2. the action on the snapshot the agent saw; orders with no latency act at once
-    place_orders(st, act, ask0, bid0, pi)
-    closed = activate(st, fs, b, book, row0, ask0, bid0, pi, pf, fills_i, fills_f)
-    # 3-4. replay the step's events against our orders; once the episode closed or no order
-    # is left (resting, pending or market), the remaining events cannot touch this backtest
-    # and only move its cursor
-    j = 0
-    while j < n_ev and not closed and has_orders(st):
-        j += 1
-        r1 = row0 + j
-        # everything this event reads from the market, issued together (independent loads)
-        t = events[r1, EV_TYPE]
-        d = events[r1, EV_DIR]
-        s = events[r1, EV_SIZE]
-        p = events[r1, EV_PRICE]
-        ask1 = book[r1, ASK_PRICE]
-        bid1 = book[r1, BID_PRICE]
-        cap_buy = live_cap(st, S_BUY_PX, SIDE_BUY, book, r1, nl)
-        cap_sell = live_cap(st, S_SELL_PX, SIDE_SELL, book, r1, nl)
-        order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, book, r1 - 1,
-                    pi, pf, fills_i, fills_f)
-        closed = close_if_flat(st)
-        if not closed:
-            order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, book, r1 - 1,
+    # the staging memory (stage.py); this thread's slot: book rows from word sb0 (the step's row
+    # j0 + i at sb0 + i * width), the chunk's event i (1-based) at ev0 + i * N_EV_COLS
+    staged = chunk > 0
+    sm = cuda.shared.array(0, int32)
+    book_words = per_block * (chunk + 1) * width
+    sb0 = per_block + tid * (chunk + 1) * width
+    ev0 = per_block + book_words + (tid * chunk - 1) * N_EV_COLS
+    row0 = 0
+    act = 0
+    if mine:
+        load_state(si, sf, rng, b, st, fs, rs)
+        act = actions[b]
+        row0 = b * (n_ev + 1) if synthetic else st[S_CURSOR]
+        if staged:
+            sm[tid] = row0
+    closed = False
+    walking = mine
+    mid_before = 0
+    j = 0                                # events walked
+    j0 = 0                               # events of the step before the chunk
+    staged_end = False                   # whether the last chunk staged the step's last book row
+    last_n = 0                           # events of the last chunk staged
+    # where the walk reads the market: the staged copy, or (chunk 0) the global tables in one pass
+    mb = sm if staged else book
+    me = sm if staged else events
+    while j0 < n_ev:
+        n = min(chunk, n_ev - j0) if staged else n_ev
+        if staged:
+            # the pass before the first chunk always runs: the action reads row0 and the end row is
+            # read from the last chunk; a later one only while some backtest of the block still walks
+            if cuda.syncthreads_or(1 if (walking or j0 == 0) else 0) == 0:
+                break
+            stage_rows(book, width, sm, per_block, (chunk + 1) * width, nb, j0, n + 1, tid, nthreads)
+            stage_rows(events, N_EV_COLS, sm, per_block + book_words, chunk * N_EV_COLS, nb, j0 + 1, n, tid,
+                       nthreads)
+            cuda.syncthreads()
+            staged_end = j0 + n == n_ev
+            last_n = n
+        else:
+            sb0 = row0 * width
+            ev0 = row0 * N_EV_COLS
+        if j0 == 0 and mine:
+            ask0 = mb[sb0 + ASK_PRICE]
+            bid0 = mb[sb0 + BID_PRICE]
+            mid_before = mid2_of(ask0, bid0)
+            # 1-2. the action on the snapshot the agent saw; orders with no latency act at once
+            place_orders(st, act, ask0, bid0, pi)
+            closed = activate(st, fs, b, mb, sb0, ask0, bid0, pi, pf, fills_i, fills_f)
+            walking = not closed and has_orders(st)
+        # 3-4. replay the chunk's events against our orders; once the episode closed or no order
+        # is left (resting, pending or market), the remaining events cannot touch this backtest
+        # and only move its cursor
+        i = 0
+        while i < n and walking:
+            i += 1
+            j += 1
+            at1 = sb0 + i * width
+            e1 = ev0 + i * N_EV_COLS
+            # everything this event reads from the market, issued together (independent loads)
+            t = me[e1 + EV_TYPE]
+            d = me[e1 + EV_DIR]
+            s = me[e1 + EV_SIZE]
+            p = me[e1 + EV_PRICE]
+            ask1 = mb[at1 + ASK_PRICE]
+            bid1 = mb[at1 + BID_PRICE]
+            cap_buy = live_cap(st, S_BUY_PX, SIDE_BUY, mb, at1, nl)
+            cap_sell = live_cap(st, S_SELL_PX, SIDE_SELL, mb, at1, nl)
+            order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
                         pi, pf, fills_i, fills_f)
             closed = close_if_flat(st)
-        st[S_CURSOR] += 1
-        if not closed:
-            closed = activate(st, fs, b, book, r1, ask1, bid1, pi, pf, fills_i, fills_f)
+            if not closed:
+                order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb, at1 - width,
+                            pi, pf, fills_i, fills_f)
+                closed = close_if_flat(st)
+            st[S_CURSOR] += 1
+            if not closed:
+                closed = activate(st, fs, b, mb, at1, ask1, bid1, pi, pf, fills_i, fills_f)
+            walking = not closed and has_orders(st)
+        j0 += n
+        if staged:
+            cuda.syncthreads()           # the next pass overwrites the rows
+    if not mine:
+        return
     st[S_CURSOR] += n_ev - j
 
-    # 5. end of step: window, forced flatten, reward, labels
+    # 5. end of step: window, forced flatten, reward, labels (row_e: the step's last book row, at
+    # at_e in mb: staged by the last chunk, or copied to the slot's first row now)
     row_e = row0 + n_ev
+    at_e = row_e * width
+    if staged:
+        at_e = sb0 + last_n * width if staged_end else sb0
+        if not staged_end:
+            copy_row(book, row_e * width, sm, at_e, width)
     st[S_STEP_IN_EP] += 1
     st[S_STEP] += 1
     trunc = (not closed) and st[S_STEP_IN_EP] >= pi[IP_EPISODE_STEPS]
@@ -192,10 +263,10 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
     if trunc and pi[IP_FORCE_FLATTEN] != 0 and inv != 0:
         oid = st[S_NEXT_OID]
         st[S_NEXT_OID] = oid + 1
-        walk(st, fs, b, SIDE_SELL if inv > 0 else SIDE_BUY, abs(inv), book, row_e, True, oid, pi, pf,
+        walk(st, fs, b, SIDE_SELL if inv > 0 else SIDE_BUY, abs(inv), mb, at_e, True, oid, pi, pf,
              fills_i, fills_f)
     inv = st[S_INVENTORY]
-    mid_e = mid2_of(book[row_e, ASK_PRICE], book[row_e, BID_PRICE])
+    mid_e = mid2_of(mb[at_e + ASK_PRICE], mb[at_e + BID_PRICE])
     equity = fs[F_CASH] + float64(inv) * (float64(mid_e) * (float64(0.5) * pf[FP_TICK_DOLLARS]))
     done = closed or trunc
     trade_done = done and st[S_WAS_OPEN] != 0
@@ -216,27 +287,33 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
     if done:
         st[S_EPISODE] += 1
 
-    # 6. branch-free auto-reset (a start is drawn every step), then the next observation
+    # 6. branch-free auto-reset (a start is drawn every step), then the next observation (staged:
+    # a new start's book row is copied over the slot row of row_e, no longer needed)
     start = draw_start(rs, pi)
     if not synthetic:
         st[S_CURSOR] = start if done else st[S_CURSOR]
     select_reset(st, fs, done)
     row = row_e if synthetic else st[S_CURSOR]
-    m_new = mid_e if row == row_e else mid2_of(book[row, ASK_PRICE], book[row, BID_PRICE])
+    if row != row_e:
+        if staged:
+            copy_row(book, row * width, sm, at_e, width)
+        else:
+            at_e = row * width
+    m_new = mid_e if row == row_e else mid2_of(mb[at_e + ASK_PRICE], mb[at_e + BID_PRICE])
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
-    write_obs(st, fs, b, book, row, pi, pf, obs)
+    write_obs(st, fs, b, mb, at_e, pi, pf, obs)
 
     # 7. the one store of the state
     store_state(st, fs, rs, si, sf, rng, b)
 
 
-@kernel("void(int32[:, ::1], int32[:, ::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
+@kernel("void(int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
         "uint32[::1], float32[:, ::1], float32[:, ::1])")
 def lobsim_reset(events, book, ip, fp, si, sf, rng, obs, out):
     """Start every backtest afresh: counters cleared, a random start cursor (replay), flat,
-    no orders, outputs zero, observation written. rng must hold freshly seeded states.
-    Launch [sim_grid(B), SIM_BLOCK]."""
+    no orders, outputs zero, observation written. rng must hold freshly seeded states; events /
+    book flat as in lobsim_step. Launch [sim_grid(B), SIM_BLOCK]."""
     b = cuda.grid(1)
     if b >= si.shape[1]:
         return
@@ -258,8 +335,9 @@ def lobsim_reset(events, book, ip, fp, si, sf, rng, obs, out):
     st[S_CURSOR] = 0 if synthetic else start
     select_reset(st, fs, True)
     row = b * (pi[IP_EVENTS_PER_STEP] + 1) + pi[IP_EVENTS_PER_STEP] if synthetic else st[S_CURSOR]
-    m = mid2_of(book[row, ASK_PRICE], book[row, BID_PRICE])
+    at = row * BOOK_COLS * pi[IP_LEVELS]
+    m = mid2_of(book[at + ASK_PRICE], book[at + BID_PRICE])
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m
-    write_obs(st, fs, b, book, row, pi, pf, obs)
+    write_obs(st, fs, b, book, at, pi, pf, obs)
     store_state(st, fs, rs, si, sf, rng, b)

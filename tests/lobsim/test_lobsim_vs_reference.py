@@ -3,6 +3,7 @@ on the synthetic market) with random actions: every state field after every step
 import numpy as np
 import pytest
 
+from alpharl.cuda_kernels.lobsim.stage import STAGE_SMEM_BYTES, stage_ints, step_launch
 from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import LobSim, SimParams, SyntheticMarket, SynthParams, drain_fills
 from alpharl.sim import layout as L
@@ -28,13 +29,15 @@ def _market(name):
     return SyntheticMarket(SynthParams(levels=4, limit_rate=(9, 6, 4, 3))) if name is None else real_market(name)
 
 
-@pytest.mark.parametrize("config", list(CONFIGS))
-def test_gpu_matches_reference_every_step(config, rng):
-    name, params = CONFIGS[config]
+def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
+    """Step the kernels (with ``launch`` overriding lobsim_step's launch configuration) and the
+    reference side by side with random actions; every state field, output and fill after every step."""
     market = _market(name)
     seed = int(rng.integers(1, 2**31))
     gpu = LobSim(market, params, B, seed)
     ref = ReferenceLobSim(market, params, B, seed)
+    if launch is not None:
+        gpu.step_launch = launch(gpu.levels)
     poison_outputs(gpu)
     gpu.reset()
     ref.reset()
@@ -45,7 +48,7 @@ def test_gpu_matches_reference_every_step(config, rng):
     # random actions, weighted toward orders so fills, closes and refusals all happen
     weights = np.array([3, 1, 1, 2, 2, 2, 2, 1, 1], float)
     fills_seen = 0
-    for t in range(STEPS):
+    for t in range(steps):
         a = rng.choice(9, size=B, p=weights / weights.sum()).astype(np.int32)
         prev = ref.state_dict()
         poison_outputs(gpu)
@@ -61,6 +64,42 @@ def test_gpu_matches_reference_every_step(config, rng):
         check_invariants(gpu, stream, prev, now, fills, reward_sum)
     assert fills_seen > 0
     assert gpu.field("episode").sum() > 0
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_gpu_matches_reference_every_step(config, rng):
+    _run_against_reference(*CONFIGS[config], rng)
+
+
+@pytest.mark.parametrize("config", ["amzn5-probabilistic", "synthetic"])
+@pytest.mark.parametrize("staged", [True, False])
+def test_launch_configurations_match_reference(config, staged, rng):
+    """Four backtests per block (a second, partial block) and, staged, shared memory for two
+    events per pass (the step's E = 4 / 5 events in 2 / 3 passes, the last one short), so the
+    chunked staging, the early end of the passes and the copy of the step's last row all run;
+    unstaged, the walk reads the global tables."""
+    name, params = CONFIGS[config]
+
+    def launch(levels):
+        sl = step_launch(B, params.events_per_step, levels, per_block=4, threads=32,
+                         smem_bytes=4 * stage_ints(4, 2, levels), staged=staged)
+        assert (sl.grid, sl.per_block, sl.chunk) == (2, 4, 2 if staged else 0)
+        return sl
+
+    _run_against_reference(name, params, rng, launch=launch, steps=25)
+
+
+def test_step_launch_fits_shared_memory():
+    for n, events, levels, pb in ((16, 16, 5, None), (4096, 64, 10, 32), (7, 1, 50, None), (100, 16, 50, 32)):
+        sl = step_launch(n, events, levels, per_block=pb, staged=True)
+        assert sl.smem_bytes == 4 * stage_ints(sl.per_block, sl.chunk, levels) <= STAGE_SMEM_BYTES
+        assert 1 <= sl.chunk <= events and sl.per_block <= min(n, sl.threads)
+        assert sl.grid * sl.per_block >= n > (sl.grid - 1) * sl.per_block
+        # the chunk is the largest that fits (or all the step's events)
+        assert sl.chunk == events or 4 * stage_ints(sl.per_block, sl.chunk + 1, levels) > STAGE_SMEM_BYTES
+    assert step_launch(100, 16, 50, per_block=32, staged=True).per_block == 16     # halved to fit one event
+    direct = step_launch(65536, 16, 5, staged=False)
+    assert direct.chunk == 0 and direct.smem_bytes == 0 and direct.grid * direct.per_block == 65536
 
 
 def test_obs_layout_is_defined_once():
