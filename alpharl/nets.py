@@ -49,9 +49,9 @@ GRAD_W_LAYER = {"q": "q.adv", "pi": "pi.out", "v": "v.out", "bce": "bce.out", "a
 OUT_GAIN_SMALL = 0.01
 OUT_GAIN_SCALAR = 0.1
 #: dW batch split: at least this many rows per split, and about this many blocks in all
-#: (a few waves on an H200's 132 SMs).
+#: (about two waves of 256-thread blocks on an H200's 132 SMs).
 DW_SPLIT_MIN_ROWS = 256
-DW_TARGET_BLOCKS = 512
+DW_TARGET_BLOCKS = 264
 
 # The module table and rl_loss_means rely on the per-head slots being consecutive in MODULES order.
 assert S.RL_LR_ENC == S.RL_LR_Q + MODULES.index("enc")
@@ -212,20 +212,19 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def gemm_grid(m: int, n: int, splits: int = 1):
+def dw_split(rows: int, k_in: int, n_out: int) -> tuple[int, int, tuple]:
+    """(n_splits, rows per split, tile shape) of a dW product over `rows` batch rows.
+
+    Enough splits for about DW_TARGET_BLOCKS blocks of the product's tile shape, each
+    split at least DW_SPLIT_MIN_ROWS rows and a whole number of the shape's K slices."""
     from alpharl.cuda_kernels.nets import gemm as G
 
-    return (_cdiv(n, G.TILE_N), _cdiv(m, G.TILE_M), splits), (G.BLOCK_X, G.BLOCK_Y)
-
-
-def dw_split(rows: int, k_in: int, n_out: int) -> tuple[int, int]:
-    """(n_splits, rows per split) of a dW product over `rows` batch rows (rows per split a multiple of TILE_K)."""
-    from alpharl.cuda_kernels.nets import gemm as G
-
-    tiles = _cdiv(k_in, G.TILE_M) * _cdiv(n_out, G.TILE_N)
+    shape = G.gemm_shape(k_in, n_out, _cdiv(rows, DW_SPLIT_MIN_ROWS))
+    tm, tn = G.tile_of(shape[0], shape[1])
+    tiles = _cdiv(k_in, tm) * _cdiv(n_out, tn)
     want = max(1, min(_cdiv(rows, DW_SPLIT_MIN_ROWS), _cdiv(DW_TARGET_BLOCKS, tiles)))
-    k_split = _cdiv(_cdiv(rows, want), G.TILE_K) * G.TILE_K
-    return _cdiv(rows, k_split), k_split
+    k_split = _cdiv(_cdiv(rows, want), shape[2]) * shape[2]
+    return _cdiv(rows, k_split), k_split, shape
 
 
 def dw_partial_size(rows: int, k_in: int, n_out: int) -> int:
@@ -235,7 +234,7 @@ def dw_partial_size(rows: int, k_in: int, n_out: int) -> int:
 class Launcher:
     """Launches the layer kernels of one ``Nets`` on one stream (no host sync, graph-capturable).
 
-    ``dummy`` fills the unused bias / y arguments of rl_gemm.
+    ``dummy`` fills the unused bias / y arguments of the GEMM kernels.
     """
 
     def __init__(self, stream=0):
@@ -248,8 +247,8 @@ class Launcher:
         """out[rows, n_out] = act(x[rows, k_in] W + b), W, b = layer's block of ``params``."""
         from alpharl.cuda_kernels.nets import gemm as G
 
-        grid, block = gemm_grid(rows, layer.n_out)
-        G.rl_gemm[grid, block, self.stream](
+        k, grid, block = G.gemm_launch(rows, layer.n_out)
+        k[grid, block, self.stream](
             gate, x, params[layer.w], params[layer.b], self.dummy, out, np.int32(rows), np.int32(layer.n_out),
             np.int32(layer.k_in), np.int32(layer.k_in), np.int32(1), np.int32(layer.n_out), np.int32(1),
             np.int32(layer.k_in), np.int32(1), np.int32(act), np.int32(0), np.int32(0))
@@ -258,9 +257,9 @@ class Launcher:
         """out[rows, k_in] (+)= dy[rows, n_out] W^T; times (1 - y_tanh^2) when y_tanh is given."""
         from alpharl.cuda_kernels.nets import gemm as G
 
-        grid, block = gemm_grid(rows, layer.k_in)
+        k, grid, block = G.gemm_launch(rows, layer.k_in)
         act = G.ACT_NONE if y_tanh is None else G.ACT_TANH_GRAD
-        G.rl_gemm[grid, block, self.stream](
+        k[grid, block, self.stream](
             gate, dy, params[layer.w], self.dummy, self.dummy if y_tanh is None else y_tanh, out,
             np.int32(rows), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(layer.n_out), np.int32(1),
             np.int32(1), np.int32(layer.n_out), np.int32(layer.n_out), np.int32(0), np.int32(act),
@@ -270,9 +269,9 @@ class Launcher:
         """grads[layer block] = [x^T dy; 1^T dy] over `rows` (split over the batch, fixed-order reduce)."""
         from alpharl.cuda_kernels.nets import gemm as G
 
-        splits, k_split = dw_split(rows, layer.k_in, layer.n_out)
-        grid, block = gemm_grid(layer.k_in, layer.n_out, splits)
-        G.rl_gemm[grid, block, self.stream](
+        splits, k_split, shape = dw_split(rows, layer.k_in, layer.n_out)
+        k, grid, block = G.gemm_launch(layer.k_in, layer.n_out, splits, shape)
+        k[grid, block, self.stream](
             gate, x, dy, self.dummy, self.dummy, partial, np.int32(layer.k_in), np.int32(layer.n_out),
             np.int32(rows), np.int32(1), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(1),
             np.int32(k_split), np.int32(0), np.int32(G.ACT_NONE), np.int32(0), np.int32(1))

@@ -25,6 +25,8 @@ class Kernel:
     module: str
     py_func: Callable
     signature: str
+    #: Extra ``cuda.jit`` options (e.g. ``max_registers``).
+    options: dict = field(default_factory=dict)
     _dispatcher: object = field(default=None, repr=False)
 
     @property
@@ -36,18 +38,22 @@ class Kernel:
         if self._dispatcher is None:
             from numba import cuda
 
-            self._dispatcher = cuda.jit(self.signature, cache=True)(self.py_func)
+            from alpharl import target
+
+            # Code-generation options mean nothing to the simulator (its jit does not take them).
+            options = {} if target.on_simulator() else self.options
+            self._dispatcher = cuda.jit(self.signature, cache=True, **options)(self.py_func)
         return self._dispatcher
 
     def __getitem__(self, launch_config):
         return self.dispatcher[launch_config]
 
 
-def kernel(signature: str) -> Callable[[Callable], Kernel]:
-    """Register ``py_func`` as a kernel compiled for exactly ``signature``."""
+def kernel(signature: str, **options) -> Callable[[Callable], Kernel]:
+    """Register ``py_func`` as a kernel compiled for exactly ``signature`` (``options``: more ``cuda.jit`` options)."""
 
     def wrap(py_func: Callable) -> Kernel:
-        k = Kernel(py_func.__name__, py_func.__module__, py_func, signature)
+        k = Kernel(py_func.__name__, py_func.__module__, py_func, signature, dict(options))
         if k.qualname in _REGISTRY:
             raise ValueError(f"kernel {k.qualname} registered twice")
         _REGISTRY[k.qualname] = k

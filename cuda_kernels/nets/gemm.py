@@ -1,7 +1,7 @@
-"""The one matrix kernel of the networks: a shared-memory tiled SGEMM.
+"""The matrix kernels of the networks: register-tiled SGEMMs in a few tile shapes.
 
-``rl_gemm`` computes C = epilogue(A @ B) for logical matrices A[M, K] and
-B[K, N] read through strides, so the same code serves every layer's
+``rl_gemm_<TM>x<TN>`` computes C = epilogue(A @ B) for logical matrices A[M, K]
+and B[K, N] read through strides, so the same code serves every layer's
 
 - forward  Y = act(X @ W + b)          A = X (row-major), B = W (row-major);
 - backward dX = dY @ W^T (x act'(Y))   A = dY, B = W read transposed;
@@ -17,150 +17,297 @@ Determinism: each output element is accumulated by one thread in a fixed k
 order; the batch reduction of dW goes through per-split partials (no float
 atomics), so the same inputs always give bit-identical results.
 
-Tiling: a block of BLOCK_Y x BLOCK_X = 16 x 16 threads owns a TILE_M x TILE_N =
-64 x 64 tile of C; each thread accumulates a THREAD_M x THREAD_N = 4 x 4
-register block (outputs strided by 16 so shared-memory reads are broadcast or
-conflict-free). K advances in TILE_K = 16 slices staged through shared memory;
-loads are coalesced along whichever of A's / B's dimensions is contiguous.
-B = 1 and B = 65536 run the same code: the grid covers M and N, and the dW
-split count spreads a large batch over enough blocks to fill the GPU.
+Why this tiling. A block of 16 x 16 threads owns a TM x TN tile of C; each
+thread accumulates a (2 PM) x (2 PN) register block. The inner loop is bound by
+shared-memory load *instructions*, not bytes: an SM issues about one warp-wide
+shared load per clock against four warp-wide FMAs. So each thread reads its
+operands as float pairs (one 64-bit shared load = two adjacent rows of A or
+columns of B, packed with a bit-exact int<->float move) and a thread's rows
+and columns are pairs strided by 32 (reads broadcast or conflict-free). With
+PM = PN = 4 that is 8 shared loads per 64 FMAs (1 : 8), which leaves the FMA
+pipes the bound instead of the load pipe (1 : 2 for the former 4 x 4 scalar
+block, a 12.5 % ceiling). K advances in TK-wide slices, double-buffered: the
+next slice's global loads are in flight while the current slice is computed,
+and one barrier per slice separates the two stages.
+
+Shapes. One kernel per (PM, PN, TK) (``GEMM_SHAPES``); ``gemm_shape`` picks
+one per product: 128 x 128 tiles for big products, 128 x 32 / 128 x 64 for
+narrow outputs, 64 x 64 / 64 x 32 with a wide TK (fewer dependent slices) when
+the product is too small to fill the GPU with big tiles. B = 1 and B = 65536
+run the same code.
 """
 import math
+import struct
 
-from numba import cuda, float32
+from numba import cuda, float32, float64, uint64
+from numba.cuda import libdevice
 
+from alpharl import target
 from alpharl.cuda_kernels.registry import kernel
 
-#: Output tile of one block (square: A and B tiles stage through the same code).
-TILE_MN = 64
-TILE_M = TILE_MN
-TILE_N = TILE_MN
-#: K slice staged through shared memory per step.
-TILE_K = 16
-#: Register block of one thread.
-THREAD_M = 4
-THREAD_N = 4
 #: Block shape: (BLOCK_X, BLOCK_Y) threads.
-BLOCK_X = TILE_N // THREAD_N
-BLOCK_Y = TILE_M // THREAD_M
+BLOCK_X = 16
+BLOCK_Y = 16
 GEMM_THREADS = BLOCK_X * BLOCK_Y
-#: Elements of an A or B tile each thread stages per K slice.
-TILE_LOADS = TILE_MN * TILE_K // GEMM_THREADS
-#: Padding of the shared tiles' rows (breaks bank conflicts of column-wise stores).
+#: Padding (in float pairs) of the shared tiles' rows: column-wise stores hit distinct banks.
 SMEM_PAD = 1
-A_SH_COLS = TILE_M + SMEM_PAD
-#: Accumulators of one thread.
-THREAD_TILE = THREAD_M * THREAD_N
-B_SH_COLS = TILE_N + SMEM_PAD
 #: Threads per block of the elementwise kernels of this package.
 ELEMWISE_BLOCK = 256
+#: Register cap: two 256-thread blocks per SM (at the compiler's own choice of ~130 registers only one
+#: fits, and the H200 measured 19.4 -> 21.0 TFLOP/s for the 128 x 128 tile, 11.4 -> 15.5 for 128 x 64).
+GEMM_MAX_REGISTERS = 128
+#: Tile shapes: (PM, PN, TK) -> a (32 PM) x (32 PN) tile of C, K slices of TK.
+GEMM_SHAPES = ((4, 4, 16), (4, 2, 16), (4, 1, 16), (2, 2, 32), (2, 1, 32))
+
+_F64, _F32X2 = struct.Struct('<d'), struct.Struct('<ff')
 
 #: Epilogues: identity, tanh, and "times tanh'(.)" = (1 - Y^2) for a stored tanh output Y.
 ACT_NONE = 0
 ACT_TANH = 1
 ACT_TANH_GRAD = 2
 
+GEMM_SIGNATURE = ("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
+                  "int32, int32, int32, int32, int32, int32, int32, int32, int32, int32, int32, int32)")
 
-@cuda.jit(device=True)
-def stage_tile(src, sh, tid, x0, x_len, k0, k_end, s_x, s_k, x_fast):
-    """sh[kk, xx] = S(x0 + xx, k0 + kk), S(x, k) = src[x s_x + k s_k], 0 outside x < x_len, k < k_end.
 
-    One TILE_K x TILE_MN tile of A (x = m) or B (x = n); consecutive threads walk
-    the operand's contiguous dimension (x when x_fast, else k) so loads coalesce.
+if target.on_simulator():
+    # The CUDA simulator implements no libdevice function: the same bit moves through struct.
+    @cuda.jit(device=True)
+    def pack2(lo, hi):
+        """Two float32 in one float64, bit-exact (lo in the low word)."""
+        return _F64.unpack(_F32X2.pack(lo, hi))[0]
+
+    @cuda.jit(device=True)
+    def lo_of(d):
+        return float32(_F32X2.unpack(_F64.pack(d))[0])
+
+    @cuda.jit(device=True)
+    def hi_of(d):
+        return float32(_F32X2.unpack(_F64.pack(d))[1])
+else:
+    @cuda.jit(device=True)
+    def pack2(lo, hi):
+        """Two float32 in one float64 register, bit-exact (lo in the low word): a register move."""
+        return libdevice.hiloint2double(libdevice.float_as_int(hi), libdevice.float_as_int(lo))
+
+    @cuda.jit(device=True)
+    def lo_of(d):
+        return libdevice.int_as_float(libdevice.double2loint(d))
+
+    @cuda.jit(device=True)
+    def hi_of(d):
+        return libdevice.int_as_float(libdevice.double2hiint(d))
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def tile_of(pm: int, pn: int) -> tuple[int, int]:
+    """(TM, TN) of shape (PM, PN)."""
+    return 2 * BLOCK_Y * pm, 2 * BLOCK_X * pn
+
+
+def _make_stage(n_pairs, tk):
+    """Device functions that move one TK x (2 n_pairs) operand slice: global -> registers -> shared.
+
+    Index arithmetic is uint64 throughout: Numba adds a negative-index wraparound test to
+    every signed array index, which in the inner loops costs more than the loads themselves.
     """
-    for r in range(TILE_LOADS):
-        idx = tid + r * GEMM_THREADS
-        if x_fast:
-            xx = idx % TILE_MN
-            kk = idx // TILE_MN
-        else:
-            kk = idx % TILE_K
-            xx = idx // TILE_K
-        gx = x0 + xx
-        gk = k0 + kk
-        v = float32(0.0)
-        if gx < x_len and gk < k_end:
-            v = src[gx * s_x + gk * s_k]
-        sh[kk, xx] = v
+    n_loads = _cdiv(n_pairs * tk, GEMM_THREADS)
+    u_pairs, u_tk, u_cols = uint64(n_pairs), uint64(tk), uint64(n_pairs + SMEM_PAD)
+    u_slice = uint64(n_pairs * tk)
+
+    @cuda.jit(device=True)
+    def fetch(src, regs, tid, x0, x_len, k0, k_end, s_x, s_k, x_fast):
+        """regs[2r], regs[2r+1] = S(x, k), S(x+1, k) for this thread's r-th pair of the slice at k0,
+        S(x, k) = src[x s_x + k s_k], 0 outside x < x_len, k < k_end (all uint64). Consecutive
+        threads walk the operand's contiguous dimension (x when x_fast, else k) so loads coalesce."""
+        for r in range(n_loads):
+            idx = tid + uint64(r * GEMM_THREADS)
+            v0 = float32(0.0)
+            v1 = float32(0.0)
+            if idx < u_slice:
+                if x_fast:
+                    xp = idx % u_pairs
+                    kk = idx // u_pairs
+                else:
+                    kk = idx % u_tk
+                    xp = idx // u_tk
+                gx = x0 + uint64(2) * xp
+                gk = k0 + kk
+                if gk < k_end:
+                    if gx < x_len:
+                        v0 = src[gx * s_x + gk * s_k]
+                    if gx + uint64(1) < x_len:
+                        v1 = src[(gx + uint64(1)) * s_x + gk * s_k]
+            regs[2 * r] = v0
+            regs[2 * r + 1] = v1
+
+    @cuda.jit(device=True)
+    def store(regs, sh, base, tid, x_fast):
+        """sh[base + kk (n_pairs + SMEM_PAD) + xp] = the pair fetched for (kk, xp)."""
+        for r in range(n_loads):
+            idx = tid + uint64(r * GEMM_THREADS)
+            if idx < u_slice:
+                if x_fast:
+                    xp = idx % u_pairs
+                    kk = idx // u_pairs
+                else:
+                    kk = idx % u_tk
+                    xp = idx // u_tk
+                sh[base + kk * u_cols + xp] = pack2(regs[2 * r], regs[2 * r + 1])
+
+    return fetch, store, n_loads
 
 
-@kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
-        "int32, int32, int32, int32, int32, int32, int32, int32, int32, int32, int32, int32)")
-def rl_gemm(gate, a, b, bias, y, c, m_rows, n_cols, k_len, a_sm, a_sk, b_sk, b_sn, k_split,
-            use_bias, act, beta, ones_row):
-    """C[z] = epilogue(A[:, Kz] @ B[Kz, :]) for the K range Kz = [z k_split, (z+1) k_split).
+def _make_gemm(pm: int, pn: int, tk: int):
+    """The kernel of tile shape (PM, PN, TK); see the module docstring."""
+    tm, tn = tile_of(pm, pn)
+    a_pairs, b_pairs = tm // 2, tn // 2
+    a_cols, b_cols = a_pairs + SMEM_PAD, b_pairs + SMEM_PAD
+    a_stage, b_stage = tk * a_cols, tk * b_cols   # one buffer stage, in float pairs
+    a_size, b_size = 2 * a_stage, 2 * b_stage
+    rm, rn = 2 * pm, 2 * pn          # register block of one thread
+    n_acc = rm * rn                  # local array sizes must be plain constants for the typer
+    fetch_a, store_a, a_loads = _make_stage(a_pairs, tk)
+    fetch_b, store_b, b_loads = _make_stage(b_pairs, tk)
+    n_pa, n_pb = 2 * a_loads, 2 * b_loads
+    u1, u2 = uint64(1), uint64(2)
 
-    A(m, k) = a[m a_sm + k a_sk], B(k, n) = b[k b_sk + n b_sn]; C is row-major
-    [M (+1 with ones_row), N] per split z, splits stacked: c[z (M + ones_row) N + m N + n].
+    def gemm(gate, a, b, bias, y, c, m_rows, n_cols, k_len, a_sm, a_sk, b_sk, b_sn, k_split,
+             use_bias, act, beta, ones_row):
+        if gate[0] == 0:
+            return
+        a_sh = cuda.shared.array(a_size, float64)
+        b_sh = cuda.shared.array(b_size, float64)
+        acc = cuda.local.array(n_acc, float32)
+        ra = cuda.local.array(rm, float32)
+        rb = cuda.local.array(rn, float32)
+        pa = cuda.local.array(n_pa, float32)
+        pb = cuda.local.array(n_pb, float32)
+        tx = uint64(cuda.threadIdx.x)
+        ty = uint64(cuda.threadIdx.y)
+        tid = ty * uint64(BLOCK_X) + tx
+        n0 = uint64(cuda.blockIdx.x) * uint64(tn)
+        m0 = uint64(cuda.blockIdx.y) * uint64(tm)
+        z = uint64(cuda.blockIdx.z)
+        mr, nc = uint64(m_rows), uint64(n_cols)
+        asm, ask, bsk, bsn = uint64(a_sm), uint64(a_sk), uint64(b_sk), uint64(b_sn)
+        k_begin = z * uint64(k_split)
+        k_end = min(uint64(k_len), k_begin + uint64(k_split))
+        a_fast = a_sk != 1
+        b_fast = b_sn == 1
+        # Column sums for the ones row: thread tid < b_pairs owns columns 2 tid, 2 tid + 1.
+        cs0 = float32(0.0)
+        cs1 = float32(0.0)
+        sums_cols = ones_row != 0 and cuda.blockIdx.y == 0 and tid < uint64(b_pairs)
+        for i in range(n_acc):
+            acc[i] = float32(0.0)
+
+        fetch_a(a, pa, tid, m0, mr, k_begin, k_end, asm, ask, a_fast)
+        fetch_b(b, pb, tid, n0, nc, k_begin, k_end, bsn, bsk, b_fast)
+        store_a(pa, a_sh, uint64(0), tid, a_fast)
+        store_b(pb, b_sh, uint64(0), tid, b_fast)
+        cuda.syncthreads()
+        n_slices = (int(k_end) - int(k_begin) + tk - 1) // tk if k_end > k_begin else 0
+        s = uint64(0)
+        for t in range(n_slices):
+            nxt = k_begin + uint64((t + 1) * tk)
+            if nxt < k_end:   # next slice's global loads in flight during this slice's FMAs
+                fetch_a(a, pa, tid, m0, mr, nxt, k_end, asm, ask, a_fast)
+                fetch_b(b, pb, tid, n0, nc, nxt, k_end, bsn, bsk, b_fast)
+            ka = s * uint64(a_stage) + ty
+            kb = s * uint64(b_stage) + tx
+            for kk in range(tk):
+                for i in range(pm):
+                    d = a_sh[ka + uint64(i * BLOCK_Y)]
+                    ra[2 * i] = lo_of(d)
+                    ra[2 * i + 1] = hi_of(d)
+                for j in range(pn):
+                    d = b_sh[kb + uint64(j * BLOCK_X)]
+                    rb[2 * j] = lo_of(d)
+                    rb[2 * j + 1] = hi_of(d)
+                for i in range(rm):
+                    for j in range(rn):
+                        acc[i * rn + j] += ra[i] * rb[j]
+                ka += uint64(a_cols)
+                kb += uint64(b_cols)
+            if sums_cols:
+                kc = s * uint64(b_stage) + tid
+                for kk in range(tk):
+                    d = b_sh[kc + uint64(kk * b_cols)]
+                    cs0 += lo_of(d)
+                    cs1 += hi_of(d)
+            if nxt < k_end:
+                store_a(pa, a_sh, (u1 - s) * uint64(a_stage), tid, a_fast)
+                store_b(pb, b_sh, (u1 - s) * uint64(b_stage), tid, b_fast)
+            cuda.syncthreads()
+            s = u1 - s
+
+        c0 = z * (mr + uint64(ones_row)) * nc
+        for i in range(rm):
+            gm = m0 + u2 * (ty + uint64((i // 2) * BLOCK_Y)) + uint64(i % 2)
+            for j in range(rn):
+                gn = n0 + u2 * (tx + uint64((j // 2) * BLOCK_X)) + uint64(j % 2)
+                if gm < mr and gn < nc:
+                    v = acc[i * rn + j]
+                    off = c0 + gm * nc + gn
+                    if use_bias != 0:
+                        v += bias[gn]
+                    if beta != 0:
+                        v += c[off]
+                    if act == ACT_TANH:
+                        v = math.tanh(v)
+                    elif act == ACT_TANH_GRAD:
+                        yv = y[gm * nc + gn]
+                        v *= float32(1.0) - yv * yv
+                    c[off] = v
+        if sums_cols:
+            gn = n0 + u2 * tid
+            if gn < nc:
+                c[c0 + mr * nc + gn] = cs0
+            if gn + u1 < nc:
+                c[c0 + mr * nc + gn + u1] = cs1
+
+    gemm.__name__ = gemm.__qualname__ = f"rl_gemm_{tm}x{tn}"
+    gemm.__doc__ = f"""C[z] = epilogue(A[:, Kz] @ B[Kz, :]) in {tm} x {tn} tiles, K slices of {tk}.
+
+    Kz = [z k_split, (z+1) k_split). A(m, k) = a[m a_sm + k a_sk], B(k, n) = b[k b_sk + n b_sn];
+    C is row-major [M (+1 with ones_row), N] per split z, splits stacked: c[z (M + ones_row) N + m N + n].
     Epilogue, in order: + bias[n] (use_bias); + old C (beta = 1); then act:
     ACT_TANH -> tanh, ACT_TANH_GRAD -> x (1 - y[m N + n]^2).
     ones_row = 1: row M of C gets the column sums of B over Kz (db of a dW product),
     written by the blocks of the first M tile.
 
-    Launch grid (ceil(N / TILE_N), ceil(M / TILE_M), n_splits), block (BLOCK_X, BLOCK_Y).
+    Launch grid (ceil(N / {tn}), ceil(M / {tm}), n_splits), block (BLOCK_X, BLOCK_Y) (``gemm_launch``).
     gate[0] == 0: the block exits at once and writes nothing (K-loop predication).
     """
-    if gate[0] == 0:
-        return
-    a_sh = cuda.shared.array((TILE_K, A_SH_COLS), float32)
-    b_sh = cuda.shared.array((TILE_K, B_SH_COLS), float32)
-    acc = cuda.local.array(THREAD_TILE, float32)
-    ra = cuda.local.array(THREAD_M, float32)
-    rb = cuda.local.array(THREAD_N, float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    tid = ty * BLOCK_X + tx
-    n0 = cuda.blockIdx.x * TILE_N
-    m0 = cuda.blockIdx.y * TILE_M
-    z = cuda.blockIdx.z
-    k_begin = z * k_split
-    k_end = min(k_len, k_begin + k_split)
-    # Column sums for the ones row: thread (tx, ty < THREAD_N) owns column tx + ty BLOCK_X.
-    col_sum = float32(0.0)
-    sums_cols = ones_row != 0 and cuda.blockIdx.y == 0 and ty < THREAD_N
-    for i in range(THREAD_TILE):
-        acc[i] = float32(0.0)
+    return kernel(GEMM_SIGNATURE, max_registers=GEMM_MAX_REGISTERS)(gemm)
 
-    for k0 in range(k_begin, k_end, TILE_K):
-        stage_tile(a, a_sh, tid, m0, m_rows, k0, k_end, a_sm, a_sk, a_sk != 1)
-        stage_tile(b, b_sh, tid, n0, n_cols, k0, k_end, b_sn, b_sk, b_sn == 1)
-        cuda.syncthreads()
-        for kk in range(TILE_K):
-            for i in range(THREAD_M):
-                ra[i] = a_sh[kk, ty + i * BLOCK_Y]
-            for j in range(THREAD_N):
-                rb[j] = b_sh[kk, tx + j * BLOCK_X]
-            for i in range(THREAD_M):
-                for j in range(THREAD_N):
-                    acc[i * THREAD_N + j] += ra[i] * rb[j]
-        if sums_cols:
-            for kk in range(TILE_K):
-                col_sum += b_sh[kk, tx + ty * BLOCK_X]
-        cuda.syncthreads()
 
-    split_stride = (m_rows + ones_row) * n_cols
-    c0 = z * split_stride
-    for i in range(THREAD_M):
-        gm = m0 + ty + i * BLOCK_Y
-        for j in range(THREAD_N):
-            gn = n0 + tx + j * BLOCK_X
-            if gm < m_rows and gn < n_cols:
-                v = acc[i * THREAD_N + j]
-                off = c0 + gm * n_cols + gn
-                if use_bias != 0:
-                    v += bias[gn]
-                if beta != 0:
-                    v += c[off]
-                if act == ACT_TANH:
-                    v = math.tanh(v)
-                elif act == ACT_TANH_GRAD:
-                    yv = y[gm * n_cols + gn]
-                    v *= float32(1.0) - yv * yv
-                c[off] = v
-    if sums_cols:
-        gn = n0 + tx + ty * BLOCK_X
-        if gn < n_cols:
-            c[c0 + m_rows * n_cols + gn] = col_sum
+#: The registered kernels, by shape.
+GEMM_KERNELS = {shape: _make_gemm(*shape) for shape in GEMM_SHAPES}
+#: Blocks that fill an H200 (132 SMs, two 256-thread blocks each) about once.
+FULL_WAVE_BLOCKS = 264
+
+
+def gemm_shape(m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
+    """The tile shape (PM, PN, TK) for an M x N product (per split): the big 128-row tiles
+    when they give at least one full wave of blocks, else 64-row tiles with wide K slices
+    (a small product is a latency chain of K slices); the narrowest N tile that covers N."""
+    big = _cdiv(m, 128) * _cdiv(n, 128 if n > 64 else 64) * splits >= FULL_WAVE_BLOCKS // 2
+    if big:
+        pn = 1 if n <= 32 else 2 if n <= 64 else 4
+        return (4, pn, 16)
+    return (2, 1 if n <= 32 else 2, 32)
+
+
+def gemm_launch(m: int, n: int, splits: int = 1, shape=None):
+    """(kernel, grid, block) of an M x N product with ``splits`` batch splits (shape: gemm_shape's)."""
+    shape = shape or gemm_shape(m, n, splits)
+    tm, tn = tile_of(shape[0], shape[1])
+    return GEMM_KERNELS[shape], (_cdiv(n, tn), _cdiv(m, tm), splits), (BLOCK_X, BLOCK_Y)
 
 
 @kernel("void(int32[::1], float32[::1], int32, int32, float32[::1])")

@@ -84,7 +84,7 @@ def test_backward_dw_db_matches_finite_differences(rng, monkeypatch, split_min_r
     if split_min_rows:
         monkeypatch.setattr(nets_mod, "DW_SPLIT_MIN_ROWS", split_min_rows)
     layer = _layer(K_IN, N_OUT)
-    splits, _ = dw_split(rows, K_IN, N_OUT)
+    splits, _, _ = dw_split(rows, K_IN, N_OUT)
     assert (splits > 1) == bool(split_min_rows)
     p = _params(rng, layer).astype(np.float64)
     x = nonzero_uniform(rng, (rows, K_IN)).astype(np.float64)
@@ -114,3 +114,65 @@ def test_gate_zero_writes_nothing(rng):
     Launcher().forward(_gate(0), cuda.to_device(nonzero_uniform(rng, ROWS * K_IN)), ROWS, layer,
                        cuda.to_device(_params(rng, layer)), out, G.ACT_TANH)
     assert np.isnan(out.copy_to_host()).all()
+
+
+def _launch_shape(shape, gate, a, b, bias, y, c, m, n, k, a_sm, a_sk, b_sk, b_sn, k_split, use_bias, act, beta,
+                  ones_row, splits=1):
+    kern, grid, block = G.gemm_launch(m, n, splits, shape)
+    i32 = np.int32
+    kern[grid, block](gate, a, b, bias, y, c, i32(m), i32(n), i32(k), i32(a_sm), i32(a_sk), i32(b_sk), i32(b_sn),
+                      i32(k_split), i32(use_bias), i32(act), i32(beta), i32(ones_row))
+
+
+@pytest.mark.parametrize("shape", G.GEMM_SHAPES)
+def test_every_tile_shape_matches_float64(rng, shape):
+    """Each registered tile shape, on ragged sizes crossing its tiles, in the three operand layouts the
+    layers use: A row-major with bias + tanh; B read transposed with beta = 1 and the tanh' epilogue;
+    A read transposed, split over K, with the ones row (column sums of B)."""
+    tm, tn = G.tile_of(shape[0], shape[1])
+    # A ragged N tile and two K slices (both stages of the double buffer); two M tiles, the second ragged,
+    # for the 64-row shapes (the 128-row ones run the same code with other constants: one ragged M tile
+    # keeps the simulator's time down).
+    m, n, k = (tm + 3 if tm <= 64 else tm - 61), tn - 3, shape[2] + 3
+    x = nonzero_uniform(rng, (m, k))
+    w = nonzero_uniform(rng, (k, n))
+    bias = nonzero_uniform(rng, n)
+    # forward: C = tanh(X W + b)
+    out = poisoned(m * n)
+    dummy = cuda.to_device(np.zeros(1, np.float32))
+    _launch_shape(shape, _gate(), cuda.to_device(x.ravel()), cuda.to_device(w.ravel()), cuda.to_device(bias),
+                  dummy, out, m, n, k, k, 1, n, 1, k, 1, G.ACT_TANH, 0, 0)
+    ref = np.tanh(x.astype(np.float64) @ w + bias)
+    np.testing.assert_allclose(assert_all_written(out).reshape(m, n), ref, rtol=1e-4, atol=1e-5)
+    # dX-like: C = (C0 + D V^T) * (1 - Y^2), V = [n, k] read transposed
+    d = nonzero_uniform(rng, (m, k))
+    v = nonzero_uniform(rng, (n, k))
+    c0 = nonzero_uniform(rng, (m, n))
+    yv = nonzero_uniform(rng, (m, n), -0.9, 0.9)
+    out = cuda.to_device(c0.ravel().copy())
+    _launch_shape(shape, _gate(), cuda.to_device(d.ravel()), cuda.to_device(v.ravel()), dummy,
+                  cuda.to_device(yv.ravel()), out, m, n, k, k, 1, 1, k, k, 0, G.ACT_TANH_GRAD, 1, 0)
+    ref = (c0.astype(np.float64) + d.astype(np.float64) @ v.T.astype(np.float64)) * (1 - yv.astype(np.float64) ** 2)
+    np.testing.assert_allclose(out.copy_to_host().reshape(m, n), ref, rtol=1e-4, atol=1e-5)
+    # dW-like: per split z, [X_z^T G_z; 1^T G_z] with X = [k, m] (rows = k), G = [k, n]
+    xt = nonzero_uniform(rng, (k, m))
+    g = nonzero_uniform(rng, (k, n))
+    k_split = shape[2]
+    splits = -(-k // k_split)
+    out = poisoned(splits * (m + 1) * n)
+    _launch_shape(shape, _gate(), cuda.to_device(xt.ravel()), cuda.to_device(g.ravel()), dummy, dummy, out,
+                  m, n, k, 1, m, n, 1, k_split, 0, G.ACT_NONE, 0, 1, splits)
+    got = assert_all_written(out).reshape(splits, m + 1, n)
+    for z in range(splits):
+        rows = slice(z * k_split, min(k, (z + 1) * k_split))
+        ref = np.vstack([xt[rows].astype(np.float64).T @ g[rows], g[rows].astype(np.float64).sum(0, keepdims=True)])
+        np.testing.assert_allclose(got[z], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_shape_choice_covers_every_product():
+    """gemm_shape picks a registered shape for tiny and huge products; big tiles only when they fill the GPU."""
+    for m in (1, 16, 300, 4096, 65536):
+        for n in (1, 9, 21, 128, 189):
+            assert G.gemm_shape(m, n) in G.GEMM_SHAPES
+    assert G.gemm_shape(65536, 128) == (4, 4, 16)
+    assert G.gemm_shape(16, 128)[0] == 2
