@@ -10,20 +10,27 @@ Rows. One encoder pass serves everything: the stacked input is
 [s_t (B) | s (M) | s' (M) | s_{t+1} (B)] (env batch at t, replay minibatch at s
 and s', env batch at t+1). Only [s_t | s] get gradients, and they come first.
 
-Sequence (all at the current parameters theta, then one Adam step):
- 1. stack obs; encoder forward (online) on all 2B + 2M rows; target encoder on s';
- 2. heads forward: Q advantage stream on [s | s'], Q value stream, V head on all
-    rows (V_dq and V_scalar at t and t+1), pi, BCE, AUX on s_t; target Q on s';
+Sequence (all at the current parameters theta, then one Adam step), 26 launches:
+ 1. rl_stack_obs; encoder forward (online, 2 GEMMs) on all 2B + 2M rows; target
+    encoder (2) on s';
+ 2. heads forward: the Q advantage stream (GEMM) on [s | s'] and the target's on
+    s'; rl_narrow_forward: every narrow layer in one launch (Q value stream and V
+    on all rows, V_dq from the value stream, pi, BCE, AUX on s_t, the target's
+    value stream on s');
  3. (a) Q: argmax_expected_q on the online net at s' -> a*; rl_c51_loss (target
-    net's distribution at (s', a*), projection, CE with IS weights) -> Q head
-    dW and d h(s);
- 4. (b) V blend: rl_v_blend_alpha_controller (V_scalar, V_dq at s_t), rl_v_blend for
-    s_t -> v_used and s_{t+1} -> v_used_tp1 (V_dq from this pass's forward);
- 5. (c) rl_compute_advantage_return -> advantage, return;
- 6. (d) PPO, (e) value (Huber to the return), (f) BCE and AUX losses -> their dW
-    and d h(s_t);
- 7. (g) encoder backward over [s_t | s]: the encoder gradient is the sum of all
-    heads' gradients, each head's loss being a mean over its own batch;
+    net's distribution at (s', a*), projection, CE with IS weights); the advantage
+    stream's dW (GEMM + split reduce) and dX -> dh(s);
+ 4. (b) V blend: rl_v_blend_alpha_controller (V_scalar, V_dq at s_t: a whole-batch
+    reduction, so its own launch);
+ 5. rl_env_rows, one thread per env row: (b) V_used at s_t and s_{t+1}, (c)
+    advantage and return, (d) PPO, (e) value (Huber to the return), (f) BCE and
+    AUX losses -> d(loss)/d(head output);
+ 6. narrow layers' backward: rl_narrow_backward_dw + rl_narrow_dw_reduce (dW, db
+    of q.val, pi, V, BCE, AUX), rl_narrow_backward_dx (dh(s_t); q.val's part added
+    to dh(s); times tanh');
+ 7. (g) encoder backward over [s_t | s] (dW + reduce, dX, dW + reduce): the
+    encoder gradient is the sum of all heads' gradients, each head's loss being
+    a mean over its own batch;
  8. loss means -> RL_LOSS_*; (h) rl_grad_guard: grad norms -> RL_OBS_*_GRAD_NORM,
     non-finite -> RL_NAN_SKIPS_* and no step; rl_adam on every armed module.
 All modules step from gradients taken at the same theta, so the order of the
@@ -118,12 +125,13 @@ class Learner:
         self.entropy, self.kl, self.ratio = buf(self.max_b), buf(self.max_b), buf(self.max_b)
         self.dv, self.dbce, self.daux = buf(self.max_b), buf(self.max_b), buf(self.max_b)
         self.dh, self.dh1 = buf(grows * h), buf(grows * h)
-        L = lay.layers
-        sizes = [dw_partial_size(self.max_m, h, nq), dw_partial_size(self.max_m, h, N_ATOMS)]
-        sizes += [dw_partial_size(self.max_b, h, L[n].n_out) for n in ("pi.out", "v.out", "bce.out", "aux.out")]
-        sizes += [dw_partial_size(grows, h, h), dw_partial_size(grows, d, h)]
+        sizes = [dw_partial_size(self.max_m, h, nq), dw_partial_size(grows, h, h), dw_partial_size(grows, d, h)]
         # dW partials for any B <= max_b, M <= max_m: the split count grows with the rows.
         self.partial = buf(max(sizes))
+        from alpharl.cuda_kernels.nets import narrow as KN
+
+        self.narrow_partial = buf(KN.dw_partial_size(max(self.max_b, self.max_m), h))
+        self.narrow_offsets = cuda.to_device(KN.layer_offsets(lay))
         self._outputs: dict = {}
 
     # -------------------------------------------------------------- outputs
@@ -154,7 +162,8 @@ class Learner:
         from alpharl.cuda_kernels.nets import gemm as G
         from alpharl.cuda_kernels.nets import heads as KH
         from alpharl.cuda_kernels.nets import losses as KL
-        from alpharl.cuda_kernels.nets.advantage import rl_compute_advantage_return
+        from alpharl.cuda_kernels.nets import narrow as KN
+        from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
         from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q
 
         nets, lay, ln, st = self.nets, self.nets.layout, self.launch, self.stream
@@ -167,11 +176,13 @@ class Learner:
         nq = N_ACTIONS * N_ATOMS
         rows, grows = 2 * b + 2 * m, b + m
         o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
-        i32, f32 = np.int32, np.float32
+        i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
         rb = lambda n: (_cdiv(n, KH.ROW_BLOCK), KH.ROW_BLOCK, st)  # noqa: E731
         eb = lambda n: (_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
+        nb = lambda n: (_cdiv(n, KN.NARROW_BLOCK), KN.NARROW_BLOCK, st)  # noqa: E731
         hv = lambda buf, r0, r1: buf[r0 * h:r1 * h]  # noqa: E731  (rows [r0, r1) of a [*, hidden] buffer)
+        offs = self.narrow_offsets
 
         # 1-2. forward at the current parameters
         KH.rl_stack_obs[eb(rows * d)](gate, _flat(env.obs_t), _flat(rep.obs_s), _flat(rep.obs_sp),
@@ -181,16 +192,12 @@ class Learner:
         ln.forward(gate, self.x0[o_sp * d:o_tp1 * d], m, L["enc.l1"], tg, self.th1, TANH)
         ln.forward(gate, self.th1, m, L["enc.l2"], tg, self.th, TANH)
         ln.forward(gate, hv(self.h, o_s, o_tp1), 2 * m, L["q.adv"], p, self.q_adv, NONE)
-        ln.forward(gate, self.h, rows, L["q.val"], p, self.q_val, NONE)
         ln.forward(gate, self.th, m, L["q.adv"], tg, self.t_adv, NONE)
-        ln.forward(gate, self.th, m, L["q.val"], tg, self.t_val, NONE)
-        ln.forward(gate, self.h, b, L["pi.out"], p, self.pi_logits, NONE)
-        ln.forward(gate, self.h, rows, L["v.out"], p, self.v_out, NONE)
-        ln.forward(gate, self.h, b, L["bce.out"], p, self.bce_out, NONE)
-        ln.forward(gate, self.h, b, L["aux.out"], p, self.aux_out, NONE)
-        KH.rl_v_dq[rb(rows)](gate, self.q_val, i32(rows), self.v_dq)
+        KN.rl_narrow_forward[KN.fwd_grid(rows, m), KN.FWD_THREADS, st](
+            gate, self.h, self.th, p, tg, offs, i32(rows), i32(b), i32(m), i32(h), self.q_val, self.v_out,
+            self.pi_logits, self.bce_out, self.aux_out, self.v_dq, self.t_val)
 
-        # 3. (a) Q: Double-DQN C51 target, CE with IS weights, Q head backward
+        # 3. (a) Q: Double-DQN C51 target, CE with IS weights, advantage stream backward
         argmax_expected_q[rb(m)](gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS],
                                  i32(m), self.a_star)
         KL.rl_c51_loss[rb(m)](gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.actions,
@@ -198,40 +205,27 @@ class Learner:
                               self.d_adv, self.d_val, self.losses[:m], self.td)
         h_s = hv(self.h, o_s, o_sp)
         ln.backward_dw(gate, h_s, self.d_adv, m, L["q.adv"], gr, self.partial)
-        ln.backward_dw(gate, h_s, self.d_val, m, L["q.val"], gr, self.partial)
-        dh_s = hv(self.dh, o_s, o_sp)
-        ln.backward_dx(gate, self.d_adv, m, L["q.adv"], p, dh_s, accumulate=False)
-        ln.backward_dx(gate, self.d_val, m, L["q.val"], p, dh_s, accumulate=True, y_tanh=h_s)
+        ln.backward_dx(gate, self.d_adv, m, L["q.adv"], p, hv(self.dh, o_s, o_sp), accumulate=False)
 
-        # 4. (b) V blend (seed phase-4.4): alpha from V_scalar vs V_dq at s_t, then V_used at t and t+1
+        # 4. (b) V blend (seed phase-4.4): alpha from V_scalar vs V_dq at s_t (whole batch)
         VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, st](self.v_out[:b], self.v_dq[:b], i32(b), isv, gate)
-        VB.rl_v_blend[_cdiv(b, VB.V_BLEND_BLOCK), VB.V_BLEND_BLOCK, st](
-            self.v_out[:b], self.v_dq[:b], i32(b), isv, self.v_used, gate)
-        VB.rl_v_blend[_cdiv(b, VB.V_BLEND_BLOCK), VB.V_BLEND_BLOCK, st](
-            self.v_out[o_tp1:o_tp1 + b], self.v_dq[o_tp1:o_tp1 + b], i32(b), isv, self.v_used_tp1, gate)
 
-        # 5. (c) advantage and return on the env batch
-        rl_compute_advantage_return[eb(b)](gate, env.reward, env.done, self.v_used, self.v_used_tp1, i32(b), isv,
-                                           self.advantage, self.ret)
-
-        # 6. (d) PPO, (e) value, (f) BCE and AUX: losses and head backward
+        # 5. per env row: V_used at t and t+1, (c) advantage and return, (d) PPO, (e) value, (f) BCE and AUX
         s = self.loss_stride
-        KL.rl_ppo_loss[rb(b)](gate, self.pi_logits, env.actions, env.logp_old, self.advantage, i32(b), isv,
-                              self.d_pi, self.losses[s:s + b], self.entropy, self.kl, self.ratio)
-        KL.rl_scalar_loss[rb(b)](gate, self.v_out, self.ret, i32(b), i32(KL.LOSS_HUBER), self.dv,
-                                 self.losses[2 * s:2 * s + b])
-        KL.rl_scalar_loss[rb(b)](gate, self.bce_out, env.label_up, i32(b), i32(KL.LOSS_BCE), self.dbce,
-                                 self.losses[3 * s:3 * s + b])
-        KL.rl_scalar_loss[rb(b)](gate, self.aux_out, env.label_ret, i32(b), i32(KL.LOSS_MSE), self.daux,
-                                 self.losses[4 * s:4 * s + b])
-        h_t = hv(self.h, 0, b)
-        heads = (("pi.out", self.d_pi), ("v.out", self.dv), ("bce.out", self.dbce), ("aux.out", self.daux))
-        for name, dy in heads:
-            ln.backward_dw(gate, h_t, dy, b, L[name], gr, self.partial)
-        dh_t = hv(self.dh, 0, b)
-        for i, (name, dy) in enumerate(heads):
-            last = i == len(heads) - 1
-            ln.backward_dx(gate, dy, b, L[name], p, dh_t, accumulate=i > 0, y_tanh=h_t if last else None)
+        rl_env_rows[_cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, st](
+            gate, self.v_out[:b], self.v_dq[:b], self.v_out[o_tp1:o_tp1 + b], self.v_dq[o_tp1:o_tp1 + b],
+            env.reward, env.done, self.pi_logits, env.actions, env.logp_old, self.bce_out, env.label_up,
+            self.aux_out, env.label_ret, i32(b), isv, i32(s), self.v_used, self.v_used_tp1, self.advantage, self.ret,
+            self.d_pi, self.entropy, self.kl, self.ratio, self.dv, self.dbce, self.daux, self.losses)
+
+        # 6. narrow layers' backward: [dW; db] of q.val (rows s), pi, V, BCE, AUX (rows s_t); dh(s_t), dh(s) += q.val's
+        n_chunks, chunk_rows = KN.dw_split(max(b, m))
+        KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.NARROW_BLOCK, st](
+            gate, self.h, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
+            i32(chunk_rows), self.narrow_partial)
+        KN.rl_narrow_dw_reduce[nb((h + 1) * KN.N_COLS)](gate, self.narrow_partial, offs, i32(n_chunks), i32(h), gr)
+        KN.rl_narrow_backward_dx[nb(grows * h)](gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce,
+                                                self.daux, i32(b), i32(m), i32(h), self.dh)
 
         # 7. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2)
         h1_g = hv(self.h1, 0, grows)

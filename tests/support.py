@@ -28,3 +28,18 @@ def nonzero_uniform(rng, shape, lo=-1.0, hi=1.0, dtype=np.float32):
     x = rng.uniform(lo, hi, size=shape)
     x[x == 0] = (hi - lo) * 0.5 + lo or 0.5
     return x.astype(dtype)
+
+
+def central_differences(f, x, eps=1e-6):
+    """Central finite differences of the scalar f at float64 x (any shape; x is restored)."""
+    g = np.zeros_like(x)
+    flat, gf = x.reshape(-1), g.reshape(-1)
+    for i in range(flat.size):
+        keep = flat[i]
+        flat[i] = keep + eps
+        up = f(x)
+        flat[i] = keep - eps
+        down = f(x)
+        flat[i] = keep
+        gf[i] = (up - down) / (2 * eps)
+    return g

@@ -17,15 +17,14 @@ from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import losses as KL
 from alpharl.nets import MODULES, NetLayout
 from alpharl.reference import controllers as RC
+from alpharl.reference import narrow as N
 from alpharl.reference import nets as R
 
 ENV_KEYS = ("obs_t", "actions", "logp_old", "reward", "done", "obs_tp1", "label_up", "label_ret")
 REPLAY_KEYS = ("obs_s", "actions", "reward", "done", "obs_sp", "is_weight")
 
 
-def _w(p, layout: NetLayout, name: str):
-    layer = layout.layers[name]
-    return p[layer.w].reshape(layer.k_in, layer.n_out), p[layer.b]
+_w = N.layer_wb
 
 
 def encode(p, layout: NetLayout, x):
@@ -42,16 +41,11 @@ def forward(p, target, layout: NetLayout, env: dict, rep: dict, dtype=np.float64
     h1, h = encode(p, layout, x0)
     _, th = encode(target, layout, cast(rep["obs_sp"]))
     o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
-    q_val = R.linear(h, *_w(p, layout, "q.val"))
     return {
         "b": b, "m": m, "x0": x0, "h1": h1, "h": h,
-        "q_adv": R.linear(h[o_s:o_tp1], *_w(p, layout, "q.adv")), "q_val": q_val,
-        "t_adv": R.linear(th, *_w(target, layout, "q.adv")), "t_val": R.linear(th, *_w(target, layout, "q.val")),
-        "pi_logits": R.linear(h[:b], *_w(p, layout, "pi.out")),
-        "v_out": R.linear(h, *_w(p, layout, "v.out"))[:, 0],
-        "bce_out": R.linear(h[:b], *_w(p, layout, "bce.out"))[:, 0],
-        "aux_out": R.linear(h[:b], *_w(p, layout, "aux.out"))[:, 0],
-        "v_dq": R.v_dq(q_val),
+        "q_adv": R.linear(h[o_s:o_tp1], *_w(p, layout, "q.adv")),
+        "t_adv": R.linear(th, *_w(target, layout, "q.adv")),
+        **N.forward(h, th, p, target, layout, b),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
         "o_s": o_s, "o_sp": o_sp, "o_tp1": o_tp1,
     }
 
@@ -113,11 +107,12 @@ def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
         g[layer.b] = db
         return dx
 
-    dh = np.zeros((b + m, layout.hidden), p.dtype)
-    dh[o_s:o_sp] = head("q.adv", h[o_s:o_sp], hl["d_adv"]) + head("q.val", h[o_s:o_sp], hl["d_val"])
-    dh[:b] = (head("pi.out", h[:b], hl["d_pi"]) + head("v.out", h[:b], hl["dv"][:, None])
-              + head("bce.out", h[:b], hl["dbce"][:, None]) + head("aux.out", h[:b], hl["daux"][:, None]))
-    dpre2 = dh * (1 - h[:b + m] ** 2)
+    # The Q advantage stream's dX on s, then the narrow layers (q.val on s; pi, V, BCE, AUX on s_t) and tanh'.
+    dh_s = head("q.adv", h[o_s:o_sp], hl["d_adv"])
+    dpre2, narrow = N.backward(h, p, layout, b, hl["d_val"], hl["dv"], hl["d_pi"], hl["dbce"], hl["daux"], dh_s)
+    for name, (dw, db) in narrow.items():
+        g[layout.layers[name].w] = dw.ravel()
+        g[layout.layers[name].b] = db
     dh1 = head("enc.l2", h1[:b + m], dpre2) * (1 - h1[:b + m] ** 2)
     head("enc.l1", fw["x0"][:b + m], dh1)
     return g

@@ -1,4 +1,5 @@
-"""Adaptive V-baseline blend (seed phase-4.4): ``rl_v_blend_alpha_controller`` and ``rl_v_blend``.
+"""Adaptive V-baseline blend (seed phase-4.4): ``rl_v_blend_alpha_controller`` and ``rl_v_blend``
+(whose per-sample maths, ``v_blend_value``, the learning update runs inside its fused env-row tail).
 
 V_used[b] = alpha V_scalar[b] + (1 - alpha) V_dq[b], with alpha emitted from the
 observed tracking ratio EMA|V_dq - V_scalar| / EMA|V_scalar|:
@@ -85,6 +86,12 @@ def rl_v_blend_alpha_controller(v_scalar, v_dq, n, isv, gate):
         isv[RL_V_BLEND_ALPHA] = clampf(alpha, float32(0.0), float32(1.0))
 
 
+@cuda.jit(device=True)
+def v_blend_value(alpha, v_scalar, v_dq):
+    """V_used = alpha V_scalar + (1 - alpha) V_dq for one sample (rl_v_blend and the learner's env-row tail)."""
+    return alpha * v_scalar + (float32(1.0) - alpha) * v_dq
+
+
 @kernel("void(float32[::1], float32[::1], int32, float32[::1], float32[::1], int32[::1])")
 def rl_v_blend(v_scalar, v_dq, n, isv, out, gate):
     """out[b] = alpha V_scalar[b] + (1 - alpha) V_dq[b], alpha = isv[RL_V_BLEND_ALPHA].
@@ -95,5 +102,4 @@ def rl_v_blend(v_scalar, v_dq, n, isv, out, gate):
         return
     b = cuda.grid(1)
     if b < n:
-        alpha = isv[RL_V_BLEND_ALPHA]
-        out[b] = alpha * v_scalar[b] + (float32(1.0) - alpha) * v_dq[b]
+        out[b] = v_blend_value(isv[RL_V_BLEND_ALPHA], v_scalar[b], v_dq[b])

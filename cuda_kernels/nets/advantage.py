@@ -1,8 +1,37 @@
-"""One-step advantage and return on the blended baseline V_used (seed phase-4.4)."""
+"""One-step advantage and return on the blended baseline V_used (seed phase-4.4),
+and the learning update's whole per-env-row tail in one launch.
+
+``rl_env_rows`` runs, per env row, what would otherwise be seven launches in
+sequence: the V blend at t and at t+1 (``v_blend_value``, alpha from the ISV
+once ``rl_v_blend_alpha_controller`` has run), the advantage and return
+(``advantage_return``), PPO (``ppo_row``) and the three scalar losses
+(``scalar_loss_row``: Huber V to the return, BCE, MSE AUX). Every step only
+reads its own row: PPO uses the raw one-step advantage (no batch statistic of
+it), so nothing in between needs the whole batch.
+"""
 from numba import cuda, float32
 
+from alpharl.cuda_kernels.controllers.v_blend import v_blend_value
+from alpharl.cuda_kernels.nets.losses import LOSS_BCE, LOSS_HUBER, LOSS_MSE, ppo_row, scalar_loss_row
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import RL_GAMMA
+from alpharl.isv import RL_GAMMA, RL_LOSS_AUX, RL_LOSS_BCE, RL_LOSS_PI, RL_LOSS_Q, RL_LOSS_V, RL_V_BLEND_ALPHA
+from alpharl.sizes import N_ACTIONS
+
+#: Threads per block of rl_env_rows (one thread per env row).
+ENV_ROWS_BLOCK = 128
+#: Rows of the per-sample loss buffer ([N_LOSSES, stride], rl_loss_means' input) rl_env_rows writes:
+#: the ISV loss slots' order.
+LOSS_ROW_PI = RL_LOSS_PI - RL_LOSS_Q
+LOSS_ROW_V = RL_LOSS_V - RL_LOSS_Q
+LOSS_ROW_BCE = RL_LOSS_BCE - RL_LOSS_Q
+LOSS_ROW_AUX = RL_LOSS_AUX - RL_LOSS_Q
+
+
+@cuda.jit(device=True)
+def advantage_return(reward, done, v_used, v_used_tp1, gamma):
+    """(A, return) of one sample: A = r + gamma (1 - done) V_used(s') - V_used(s), return = A + V_used(s)."""
+    a = reward + gamma * (float32(1.0) - done) * v_used_tp1 - v_used
+    return a, a + v_used
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, float32[::1], "
@@ -18,7 +47,47 @@ def rl_compute_advantage_return(gate, reward, done, v_used, v_used_tp1, n, isv, 
         return
     b = cuda.grid(1)
     if b < n:
-        v = v_used[b]
-        a = reward[b] + isv[RL_GAMMA] * (float32(1.0) - done[b]) * v_used_tp1[b] - v
-        advantage[b] = a
-        ret[b] = a + v
+        advantage[b], ret[b] = advantage_return(reward[b], done[b], v_used[b], v_used_tp1[b], isv[RL_GAMMA])
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
+        "float32[::1], int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, "
+        "float32[::1], int32, float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
+        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])")
+def rl_env_rows(gate, v_s, v_dq, v_s_tp1, v_dq_tp1, reward, done, pi_logits, actions, logp_old, bce_out, label_up,
+                aux_out, label_ret, n, isv, stride, v_used, v_used_tp1, advantage, ret, d_pi, entropy, kl, ratio,
+                dv, dbce, daux, losses):
+    """The per-env-row tail of the learning update for rows b < n (see the module docstring).
+
+    Inputs at t: V_scalar v_s, V_dq v_dq, pi_logits [n, N_ACTIONS], bce_out, aux_out;
+    at t+1: v_s_tp1, v_dq_tp1; the env batch's reward, done, actions, logp_old,
+    label_up, label_ret; alpha = isv[RL_V_BLEND_ALPHA], gamma = isv[RL_GAMMA] and the
+    PPO slots. Outputs: v_used, v_used_tp1, advantage, ret; PPO's d_pi [n, N_ACTIONS],
+    entropy, kl, ratio; dv (Huber of V_scalar to the return), dbce, daux (each
+    d(mean loss)/d(head output)); losses[LOSS_ROW_* stride + b] the per-sample losses.
+    Same maths, in the same order, as rl_v_blend x2, rl_compute_advantage_return,
+    rl_ppo_loss and rl_scalar_loss x3. Launch [ceil(n / ENV_ROWS_BLOCK), ENV_ROWS_BLOCK].
+    gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    b = cuda.grid(1)
+    if b >= n:
+        return
+    alpha = isv[RL_V_BLEND_ALPHA]
+    vu = v_blend_value(alpha, v_s[b], v_dq[b])
+    vu1 = v_blend_value(alpha, v_s_tp1[b], v_dq_tp1[b])
+    v_used[b] = vu
+    v_used_tp1[b] = vu1
+    a, r = advantage_return(reward[b], done[b], vu, vu1, isv[RL_GAMMA])
+    advantage[b] = a
+    ret[b] = r
+    inv_n = float32(1.0) / float32(n)
+    lp, ent, k3, rt = ppo_row(pi_logits, b * N_ACTIONS, actions[b], logp_old[b], a, isv, inv_n, d_pi)
+    losses[LOSS_ROW_PI * stride + b] = lp
+    entropy[b] = ent
+    kl[b] = k3
+    ratio[b] = rt
+    losses[LOSS_ROW_V * stride + b], dv[b] = scalar_loss_row(LOSS_HUBER, v_s[b], r, inv_n)
+    losses[LOSS_ROW_BCE * stride + b], dbce[b] = scalar_loss_row(LOSS_BCE, bce_out[b], label_up[b], inv_n)
+    losses[LOSS_ROW_AUX * stride + b], daux[b] = scalar_loss_row(LOSS_MSE, aux_out[b], label_ret[b], inv_n)

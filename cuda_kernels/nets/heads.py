@@ -60,6 +60,16 @@ def expectation_of_logp(logp):
     return e
 
 
+@cuda.jit(device=True)
+def v_dq_of(val, off):
+    """V_dq = sum_z softmax(val[off:off + N_ATOMS])[z] z_j of one value-stream row (global or shared)."""
+    x = cuda.local.array(N_ATOMS, float32)
+    for z in range(N_ATOMS):
+        x[z] = val[off + z]
+    log_softmax_inplace(x, N_ATOMS)
+    return expectation_of_logp(x)
+
+
 @kernel("void(int32[::1], float32[::1], int32, float32[::1])")
 def rl_v_dq(gate, val, n, out):
     """out[b] = V_dq = sum_z softmax(val[b, :])[z] z_j for b < n (val is [n, N_ATOMS]).
@@ -70,11 +80,7 @@ def rl_v_dq(gate, val, n, out):
         return
     b = cuda.grid(1)
     if b < n:
-        x = cuda.local.array(N_ATOMS, float32)
-        for z in range(N_ATOMS):
-            x[z] = val[b * N_ATOMS + z]
-        log_softmax_inplace(x, N_ATOMS)
-        out[b] = expectation_of_logp(x)
+        out[b] = v_dq_of(val, b * N_ATOMS)
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], int32, float32[::1])")

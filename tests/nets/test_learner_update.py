@@ -1,7 +1,8 @@
 """One whole learning update on a tiny batch vs the NumPy reference update:
 gradients of every module vs float64 finite differences of the reference loss,
-parameters after Adam, ISV losses / grad norms, every per-sample output; gate = 0
-leaves everything untouched."""
+parameters after Adam, ISV losses / grad norms, every per-sample output; on
+ragged batches (B != M) gradients and outputs vs the reference; gate = 0 leaves
+everything untouched."""
 import numpy as np
 import pytest
 from numba import cuda
@@ -155,3 +156,32 @@ def test_act_forward_gives_the_policy_logits(rng):
     _, h = RL.encode(p, nets.layout, obs.astype(np.float64))
     w, bias = RL._w(p, nets.layout, "pi.out")
     np.testing.assert_allclose(got, h @ w + bias, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("b, m", [(37, 5), (5, 37)])
+def test_ragged_batches_match_reference(rng, b, m):
+    """B != M over several row tiles of the fused narrow forward and several chunks of the narrow dW:
+    every gradient and per-sample output vs the float64 reference update."""
+    nets = _nets(rng)
+    env = dict(obs_t=nonzero_uniform(rng, (b, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, b).astype(np.int32),
+               logp_old=np.log(rng.uniform(0.05, 0.3, b)).astype(np.float32), reward=nonzero_uniform(rng, b, -2, 2),
+               done=(rng.uniform(size=b) < 0.3).astype(np.float32), obs_tp1=nonzero_uniform(rng, (b, OBS_DIM), -2, 2),
+               label_up=(rng.uniform(size=b) < 0.5).astype(np.float32), label_ret=nonzero_uniform(rng, b, -0.1, 0.1))
+    rep = dict(obs_s=nonzero_uniform(rng, (m, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, m).astype(np.int32),
+               reward=nonzero_uniform(rng, m, -3, 3), done=(rng.uniform(size=m) < 0.3).astype(np.float32),
+               obs_sp=nonzero_uniform(rng, (m, OBS_DIM), -2, 2), is_weight=rng.uniform(0.2, 1.0, m).astype(np.float32))
+    isv = S.bootstrap_vector()
+    state0 = nets.state_dict()
+    learner = Learner(nets, b, m)
+    _poison_outputs(learner)
+    out = learner.update(*_device(env, rep), cuda.to_device(isv), cuda.to_device(np.ones(1, np.int32)))
+    ref = RL.update(state0, isv, env, rep, nets.layout)
+    grads = nets.grads.copy_to_host()
+    for mod in MODULES:
+        sl = nets.layout.module_slice[mod]
+        np.testing.assert_allclose(grads[sl], ref["grads"][sl], rtol=1e-3, atol=1e-5 * np.abs(ref["grads"][sl]).max(),
+                                   err_msg=mod)
+    for name, key in (("q_priority", "q_priority"), ("advantage", "advantage"), ("ret", "return"),
+                      ("v_used_tp1", "v_used_tp1"), ("v_dq", "v_dq"), ("entropy", "entropy"), ("ratio", "ratio")):
+        np.testing.assert_allclose(assert_all_written(getattr(out, name)), ref[key], rtol=1e-4, atol=1e-5,
+                                   err_msg=name)

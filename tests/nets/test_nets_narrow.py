@@ -1,0 +1,239 @@
+"""The fused narrow layers (cuda_kernels/nets/narrow.py) and the fused env-row tail (rl_env_rows):
+kernels vs their float64 references, backward vs float64 finite differences, every output
+written, nothing written outside, gate = 0 writes nothing; ragged row counts, B != M."""
+import numpy as np
+import pytest
+from numba import cuda
+from support import assert_all_written, central_differences, nonzero_uniform, poisoned
+
+from alpharl import isv as S
+from alpharl.cuda_kernels.nets import losses as KL
+from alpharl.cuda_kernels.nets import narrow as KN
+from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
+from alpharl.nets import NetLayout
+from alpharl.reference import narrow as N
+from alpharl.reference import nets as R
+from alpharl.sizes import N_ACTIONS, N_ATOMS
+
+#: Not a multiple of K_CHUNK: the forward's last hidden step is partial.
+HIDDEN = KN.K_CHUNK + 8
+OBS_DIM = 3
+
+
+def _gate(on=True):
+    return cuda.to_device(np.array([1 if on else 0], np.int32))
+
+
+def _layout_params(rng):
+    lay = NetLayout(OBS_DIM, HIDDEN)
+    p = nonzero_uniform(rng, lay.n_params, -0.5, 0.5)
+    target = p[:lay.n_target] + nonzero_uniform(rng, lay.n_target, -0.1, 0.1)
+    return lay, p, target
+
+
+# ------------------------------------------------------------------ forward
+def _forward_outputs(n_rows, n_b, n_t):
+    return dict(q_val=poisoned(n_rows * N_ATOMS), v_out=poisoned(n_rows), pi_logits=poisoned(n_b * N_ACTIONS),
+                bce_out=poisoned(n_b), aux_out=poisoned(n_b), v_dq=poisoned(n_rows), t_val=poisoned(n_t * N_ATOMS))
+
+
+def _run_forward(gate, h, th, p, target, lay, n_b, outs):
+    n_rows, n_t = len(h), len(th)
+    KN.rl_narrow_forward[KN.fwd_grid(n_rows, n_t), KN.FWD_THREADS](
+        gate, cuda.to_device(h.ravel()), cuda.to_device(th.ravel()), cuda.to_device(p), cuda.to_device(target),
+        cuda.to_device(KN.layer_offsets(lay)), np.int32(n_rows), np.int32(n_b), np.int32(n_t), np.int32(HIDDEN),
+        *outs.values())
+
+
+@pytest.mark.parametrize("n_rows, n_b, n_t", [(1, 1, 1), (67, 20, 13), (300, 75, 70)])
+def test_narrow_forward_matches_reference(rng, n_rows, n_b, n_t):
+    lay, p, target = _layout_params(rng)
+    h = nonzero_uniform(rng, (n_rows, HIDDEN), -1, 1)
+    th = nonzero_uniform(rng, (n_t, HIDDEN), -1, 1)
+    outs = _forward_outputs(n_rows, n_b, n_t)
+    _run_forward(_gate(), h, th, p, target, lay, n_b, outs)
+    ref = N.forward(h.astype(np.float64), th.astype(np.float64), p.astype(np.float64), target.astype(np.float64),
+                    lay, n_b)
+    for name, out in outs.items():
+        got = assert_all_written(out).reshape(ref[name].shape)
+        scale = np.abs(ref[name]).max()
+        np.testing.assert_allclose(got, ref[name], rtol=1e-4, atol=1e-6 * scale, err_msg=name)
+
+
+# ----------------------------------------------------------------- backward
+def _backward_inputs(rng, n_b, n_m):
+    return dict(d_val=nonzero_uniform(rng, (n_m, N_ATOMS)), dv=nonzero_uniform(rng, n_b),
+                d_pi=nonzero_uniform(rng, (n_b, N_ACTIONS)), dbce=nonzero_uniform(rng, n_b),
+                daux=nonzero_uniform(rng, n_b))
+
+
+def _run_backward(gate, h, p, lay, n_b, dy, dh_s, grads, dh):
+    """rl_narrow_backward_dw + rl_narrow_dw_reduce + rl_narrow_backward_dx as the learner launches them."""
+    n_m = len(dy["d_val"])
+    hd, pd, offs = cuda.to_device(h.ravel()), cuda.to_device(p), cuda.to_device(KN.layer_offsets(lay))
+    dys = [cuda.to_device(dy[k].ravel()) for k in ("d_val", "dv", "d_pi", "dbce", "daux")]
+    rows = max(n_b, n_m)
+    n_chunks, chunk_rows = KN.dw_split(rows)
+    partial = poisoned(KN.dw_partial_size(rows, HIDDEN))
+    KN.rl_narrow_backward_dw[KN.dw_grid(rows, HIDDEN), KN.NARROW_BLOCK](
+        gate, hd, *dys, np.int32(n_b), np.int32(n_m), np.int32(HIDDEN), np.int32(chunk_rows), partial)
+    size = (HIDDEN + 1) * KN.N_COLS
+    KN.rl_narrow_dw_reduce[-(-size // KN.NARROW_BLOCK), KN.NARROW_BLOCK](
+        gate, partial, offs, np.int32(n_chunks), np.int32(HIDDEN), grads)
+    dh.copy_to_device(np.concatenate([np.full((n_b, HIDDEN), np.nan, np.float32), dh_s]).ravel())
+    KN.rl_narrow_backward_dx[-(-(n_b + n_m) * HIDDEN // KN.NARROW_BLOCK), KN.NARROW_BLOCK](
+        gate, hd, pd, offs, *dys, np.int32(n_b), np.int32(n_m), np.int32(HIDDEN), dh)
+    return n_chunks
+
+
+def _narrow_loss(p, pre, lay, n_b, dy, dh_s):
+    """sum of dY . Y over every narrow layer's rows + dh_s . h(s), h = tanh(pre): its gradients are what
+    the backward kernels write (dh: d/d pre; grads: d/d p)."""
+    h = np.tanh(pre)
+    f = N.forward(h, h[:0], p, p, lay, n_b)
+    return ((f["q_val"][n_b:] * dy["d_val"]).sum() + (f["v_out"][:n_b] * dy["dv"]).sum()
+            + (f["pi_logits"] * dy["d_pi"]).sum() + (f["bce_out"] * dy["dbce"]).sum()
+            + (f["aux_out"] * dy["daux"]).sum() + (h[n_b:] * dh_s).sum())
+
+
+@pytest.mark.parametrize("n_b, n_m", [(1, 1), (67, 13), (9, 70), (300, 20)])
+def test_narrow_backward_matches_reference_and_finite_differences(rng, n_b, n_m):
+    lay, p, _ = _layout_params(rng)
+    pre = nonzero_uniform(rng, (n_b + n_m, HIDDEN), -1.5, 1.5).astype(np.float64)
+    h = np.tanh(pre).astype(np.float32)
+    dy = _backward_inputs(rng, n_b, n_m)
+    dh_s = nonzero_uniform(rng, (n_m, HIDDEN))
+    grads, dh = poisoned(lay.n_params), poisoned((n_b + n_m) * HIDDEN)
+    n_chunks = _run_backward(_gate(), h, p, lay, n_b, dy, dh_s, grads, dh)
+    assert n_chunks == -(-max(n_b, n_m) // KN.dw_split(max(n_b, n_m))[1])
+    got_dh = assert_all_written(dh).reshape(n_b + n_m, HIDDEN)
+    g = grads.copy_to_host()
+
+    # Every narrow block written, nothing else (the encoder and the advantage stream keep their poison).
+    narrow = np.zeros(lay.n_params, bool)
+    for name in KN.NARROW_LAYERS:
+        narrow[lay.layers[name].block] = True
+    assert np.isfinite(g[narrow]).all() and np.isnan(g[~narrow]).all()
+
+    p64, h64 = p.astype(np.float64), h.astype(np.float64)
+    dy64 = {k: v.astype(np.float64) for k, v in dy.items()}
+    ref_dh, ref_g = N.backward(h64, p64, lay, n_b, dy64["d_val"], dy64["dv"], dy64["d_pi"], dy64["dbce"],
+                               dy64["daux"], dh_s.astype(np.float64))
+    np.testing.assert_allclose(got_dh, ref_dh, rtol=1e-4, atol=1e-6 * np.abs(ref_dh).max())
+    for name, (dw, db) in ref_g.items():
+        ref = np.concatenate([dw.ravel(), db])
+        layer = lay.layers[name]
+        np.testing.assert_allclose(g[layer.block], ref, rtol=1e-4, atol=1e-6 * np.abs(ref).max(), err_msg=name)
+
+    if n_b + n_m <= 100:  # finite differences (the loss is linear in p: exact up to rounding)
+        pre_h = np.arctanh(h64)  # the pre-activation of the stored float32 h
+        dh_s64 = dh_s.astype(np.float64)
+        fd_dh = central_differences(lambda x: _narrow_loss(p64, x, lay, n_b, dy64, dh_s64), pre_h.copy())
+        np.testing.assert_allclose(got_dh, fd_dh, rtol=1e-4, atol=1e-5 * np.abs(fd_dh).max())
+        idx = np.flatnonzero(narrow)
+        sub = p64[idx].copy()
+
+        def loss_of(x):
+            q = p64.copy()
+            q[idx] = x
+            return _narrow_loss(q, pre_h, lay, n_b, dy64, dh_s64)
+
+        fd_g = central_differences(loss_of, sub)
+        np.testing.assert_allclose(g[idx], fd_g, rtol=1e-4, atol=1e-5 * np.abs(fd_g).max())
+
+
+def test_narrow_kernels_with_gate_zero_write_nothing(rng):
+    lay, p, target = _layout_params(rng)
+    n_b, n_m = 5, 3
+    h = nonzero_uniform(rng, (n_b + n_m, HIDDEN))
+    outs = _forward_outputs(n_b + n_m, n_b, n_m)
+    _run_forward(_gate(False), h, h[:n_m], p, target, lay, n_b, outs)
+    for name, out in outs.items():
+        assert np.isnan(out.copy_to_host()).all(), name
+    grads, dh = poisoned(lay.n_params), poisoned((n_b + n_m) * HIDDEN)
+    dh_s = nonzero_uniform(rng, (n_m, HIDDEN))
+    _run_backward(_gate(False), h, p, lay, n_b, _backward_inputs(rng, n_b, n_m), dh_s, grads, dh)
+    assert np.isnan(grads.copy_to_host()).all()
+    got = dh.copy_to_host().reshape(n_b + n_m, HIDDEN)
+    assert np.isnan(got[:n_b]).all()
+    np.testing.assert_array_equal(got[n_b:], dh_s)
+
+
+def test_dw_split_covers_the_rows():
+    for rows in (1, 31, 32, 33, 67, 300, 4096, 65536, 10 ** 6):
+        n_chunks, chunk = KN.dw_split(rows)
+        assert 1 <= n_chunks <= KN.DW_MAX_CHUNKS
+        assert (n_chunks - 1) * chunk < rows <= n_chunks * chunk
+
+
+# ------------------------------------------------------------ env-row tail
+ENV_ORDER = ("v_s", "v_dq", "v_s_tp1", "v_dq_tp1", "reward", "done", "pi_logits", "actions", "logp_old",
+             "bce_out", "label_up", "aux_out", "label_ret")
+ENV_OUTS = ("v_used", "v_used_tp1", "advantage", "ret", "d_pi", "entropy", "kl", "ratio", "dv", "dbce", "daux")
+
+
+def _env_inputs(rng, n):
+    logits = nonzero_uniform(rng, (n, N_ACTIONS), -2, 2)
+    actions = rng.integers(0, N_ACTIONS, n).astype(np.int32)
+    lp_new = R.log_softmax(logits.astype(np.float64))[np.arange(n), actions]
+    log_ratio = rng.uniform(np.log(0.2), np.log(5.0), n)  # ratios on both sides of the clip and past the dual clip
+    return dict(v_s=nonzero_uniform(rng, n, -2, 2), v_dq=nonzero_uniform(rng, n, -2, 2),
+                v_s_tp1=nonzero_uniform(rng, n, -2, 2), v_dq_tp1=nonzero_uniform(rng, n, -2, 2),
+                reward=nonzero_uniform(rng, n, -2, 2), done=(rng.uniform(size=n) < 0.3).astype(np.float32),
+                pi_logits=logits, actions=actions, logp_old=(lp_new - log_ratio).astype(np.float32),
+                bce_out=nonzero_uniform(rng, n, -3, 3), label_up=(rng.uniform(size=n) < 0.5).astype(np.float32),
+                aux_out=nonzero_uniform(rng, n, -3, 3), label_ret=nonzero_uniform(rng, n, -3, 3))
+
+
+def _env_isv(rng):
+    isv = S.bootstrap_vector()
+    isv[S.RL_V_BLEND_ALPHA] = rng.uniform(0.05, 0.95)
+    isv[S.RL_GAMMA] = 0.95
+    isv[S.RL_PPO_CLIP_EPS], isv[S.RL_PPO_RATIO_CLAMP], isv[S.RL_ENTROPY_COEF] = 0.2, 3.0, 0.05
+    return isv
+
+
+def _run_env_rows(gate, inp, isv, stride):
+    n = len(inp["actions"])
+    outs = {k: poisoned(n * N_ACTIONS if k == "d_pi" else n) for k in ENV_OUTS}
+    losses = poisoned(KL.N_LOSSES * stride)
+    args = [cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in ENV_ORDER]
+    rl_env_rows[-(-n // ENV_ROWS_BLOCK), ENV_ROWS_BLOCK](gate, *args, np.int32(n), cuda.to_device(isv),
+                                                         np.int32(stride), *outs.values(), losses)
+    return outs, losses
+
+
+@pytest.mark.parametrize("n", [1, 67, 300])
+def test_env_rows_match_reference_and_finite_differences(rng, n):
+    inp = _env_inputs(rng, n)
+    isv = _env_isv(rng)
+    stride = n + 3
+    outs, losses = _run_env_rows(_gate(), inp, isv, stride)
+    ref = N.env_rows(inp, isv.copy())
+    for name, out in outs.items():
+        got = assert_all_written(out).reshape(np.shape(ref[name]))
+        np.testing.assert_allclose(got, ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+    lo = losses.copy_to_host().reshape(KL.N_LOSSES, stride)
+    assert np.isnan(lo[0]).all() and np.isnan(lo[:, n:]).all()  # the Q row and the padding untouched
+    for row, key in ((S.RL_LOSS_PI, "loss_pi"), (S.RL_LOSS_V, "loss_v"), (S.RL_LOSS_BCE, "loss_bce"),
+                     (S.RL_LOSS_AUX, "loss_aux")):
+        np.testing.assert_allclose(assert_all_written(lo[row - S.RL_LOSS_Q, :n]), ref[key], rtol=1e-4, atol=1e-6,
+                                   err_msg=key)
+    if n <= 100:  # the gradients vs finite differences of the mean losses (targets held fixed)
+        eps, c, coef = (float(isv[k]) for k in (S.RL_PPO_CLIP_EPS, S.RL_PPO_RATIO_CLAMP, S.RL_ENTROPY_COEF))
+        args = (inp["actions"], inp["logp_old"].astype(np.float64), ref["advantage"], eps, c, coef)
+        fd = central_differences(lambda x: R.ppo_loss_value(x, *args), inp["pi_logits"].astype(np.float64))
+        np.testing.assert_allclose(outs["d_pi"].copy_to_host().reshape(n, N_ACTIONS), fd, rtol=1e-4, atol=1e-6)
+        for kind, pred, target, key in ((KL.LOSS_HUBER, "v_s", ref["ret"], "dv"),
+                                        (KL.LOSS_BCE, "bce_out", inp["label_up"], "dbce"),
+                                        (KL.LOSS_MSE, "aux_out", inp["label_ret"], "daux")):
+            t64 = np.asarray(target, np.float64)
+            fd = central_differences(lambda x: R.scalar_loss(kind, x, t64)[0].mean(), inp[pred].astype(np.float64))
+            np.testing.assert_allclose(outs[key].copy_to_host(), fd, rtol=1e-4, atol=1e-7, err_msg=key)
+
+
+def test_env_rows_with_gate_zero_write_nothing(rng):
+    n = 6
+    outs, losses = _run_env_rows(_gate(False), _env_inputs(rng, n), _env_isv(rng), n)
+    for name, out in list(outs.items()) + [("losses", losses)]:
+        assert np.isnan(out.copy_to_host()).all(), name
