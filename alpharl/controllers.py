@@ -8,16 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from alpharl import isv as S
-from alpharl.cuda_kernels.controllers.k_loop import rl_k_loop_controller
 from alpharl.cuda_kernels.controllers.lr import LR_CTRL_BLOCK, rl_lr_controller
-from alpharl.cuda_kernels.controllers.per import rl_per_controller
-from alpharl.cuda_kernels.controllers.ppo import (
-    rl_entropy_coef_controller,
-    rl_ppo_clip_controller,
-    rl_ratio_clamp_controller,
-)
 from alpharl.cuda_kernels.controllers.signals import N_TABLE_COLS, SIGNAL_EMA_BLOCK, rl_signal_ema
-from alpharl.cuda_kernels.controllers.target_tau import rl_target_tau_controller
+from alpharl.cuda_kernels.controllers.step import SCALAR_CONTROLLERS, STEP_CONTROLLERS_BLOCK, rl_step_controllers
 
 #: Decay of the batch-statistic EMAs (entropy, KL, kurtosis, variances, trades): ~100 steps.
 SIGNAL_EMA_BETA = 0.99
@@ -50,15 +43,6 @@ def signal_table_host() -> tuple[np.ndarray, np.ndarray]:
     return table, beta
 
 
-#: The scalar controllers, in launch order (each [1, 1]).
-SCALAR_CONTROLLERS = (
-    rl_ppo_clip_controller,
-    rl_ratio_clamp_controller,
-    rl_entropy_coef_controller,
-    rl_target_tau_controller,
-    rl_per_controller,
-    rl_k_loop_controller,
-)
 
 
 class Controllers:
@@ -75,6 +59,13 @@ class Controllers:
 
     def launch_signal_emas(self, isv_d) -> None:
         rl_signal_ema[1, SIGNAL_EMA_BLOCK, self.stream](isv_d, self.table_d, self.beta_d, self.n_rows)
+
+    def launch_step(self, isv_d, counter_d) -> None:
+        """The step's signal EMAs, every controller but the V blend, and counter_d[0] += 1: one launch
+        (the same as launch_signal_emas, launch_controllers and the tick in sequence)."""
+        heads = [np.int32(s) for s in S.GRAD_NORM_EMA_SLOTS]
+        rl_step_controllers[1, STEP_CONTROLLERS_BLOCK, self.stream](isv_d, self.table_d, self.beta_d, self.n_rows,
+                                                                    *heads, counter_d)
 
     def launch_controllers(self, isv_d) -> None:
         """Every controller except the V blend (which runs inside the learning update)."""

@@ -130,11 +130,9 @@ class IntegratedTrainer:
         o.moments([inputs[r.x] for r in SIGNAL_MOMENTS],
                   [trade_done if r.by_trade_done else o.ones for r in SIGNAL_MOMENTS])
         o.accumulate(trade_done, o.sim.trade_pnl, o.sim.reward, B)
-        o.controllers.launch_signal_emas(o.isv)
-        # 15 controllers, 16 target soft update
-        o.controllers.launch_controllers(o.isv)
+        # 14-15 signal EMAs, controllers and the step counter (one launch), 16 target soft update
+        o.step_controllers()
         o.soft_update()
-        o.tick()
 
     def step(self) -> None:
         """One training step (graph replay on the cuda backend after the first, eager step)."""
@@ -282,10 +280,8 @@ class _DeviceOps:
     def soft_update(self):
         self.learner.soft_update(self.isv)
 
-    def tick(self):
-        from alpharl.cuda_kernels.step_ops import rl_step_tick
-
-        rl_step_tick[1, 1, self.stream](self.step_count)
+    def step_controllers(self):
+        self.controllers.launch_step(self.isv, self.step_count)
 
     # ---- host side
     def to_host(self, arr):
@@ -326,7 +322,6 @@ class _NumpyOps:
     """The same operations on host arrays, through the kernels' NumPy references."""
 
     def __init__(self, config: TrainConfig, market, m: int):
-        from alpharl.controllers import reference_controllers, reference_signal_emas
         from alpharl.nets import NetLayout
         from alpharl.reference.lobsim import ReferenceLobSim
         from alpharl.reference.replay import PrioritizedReplayReference
@@ -350,8 +345,6 @@ class _NumpyOps:
                       "target": p0[: self.layout.n_target].copy(),
                       "adam_state": np.zeros(len(MODULES) * KA.STATE_COLS, np.int32)}
         self.replay = PrioritizedReplayReference(config.capacity, self.obs_dim, m, config.seed)
-        self.controllers = SimpleNamespace(launch_signal_emas=reference_signal_emas,
-                                           launch_controllers=reference_controllers)
         self.isv = S.bootstrap_vector()
         self.obs_t = np.zeros((B, self.obs_dim), np.float32)
         self.actions = np.zeros(B, np.int32)
@@ -425,7 +418,11 @@ class _NumpyOps:
         self.state["target"] = np.asarray(
             soft_update(self.state["target"], self.state["params"], self.layout.n_target, self.isv), np.float32)
 
-    def tick(self):
+    def step_controllers(self):
+        from alpharl.controllers import reference_controllers, reference_signal_emas
+
+        reference_signal_emas(self.isv)
+        reference_controllers(self.isv)
         self.step_count[0] += 1
 
     def to_host(self, arr):

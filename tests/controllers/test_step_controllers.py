@@ -1,0 +1,40 @@
+"""rl_step_controllers: the one launch of a step's signal EMAs, controllers and step counter
+equals the separate kernels in sequence (bit for bit) and the NumPy references."""
+import numpy as np
+from numba import cuda
+
+from alpharl import isv as S
+from alpharl.controllers import SIGNAL_TABLE, Controllers, reference_controllers, reference_signal_emas
+
+
+def _preseeded_isv(rng):
+    """Every signal's raw observation and EMA seeded (some EMAs unobserved), controller outputs
+    away from their bootstrap values, so every stage of the step moves something."""
+    v = S.bootstrap_vector()
+    for src, dst, _, _ in SIGNAL_TABLE:
+        v[src] = rng.uniform(0.05, 3.0)
+        v[dst] = rng.uniform(0.05, 3.0) if rng.random() < 0.8 else 0.0
+    v[S.RL_OBS_TRADES] = 1.0
+    for slot in S.LR_SLOTS:
+        v[slot] *= rng.uniform(0.3, 0.9)
+    return v
+
+
+def test_fused_step_equals_the_separate_kernels_and_the_references(rng):
+    for _ in range(3):
+        host = _preseeded_isv(rng)
+        ctl = Controllers()
+        seq = cuda.to_device(host)
+        ctl.launch_signal_emas(seq)
+        ctl.launch_controllers(seq)
+        fused = cuda.to_device(host)
+        counter = cuda.to_device(np.array([41], np.int64))
+        ctl.launch_step(fused, counter)
+        got = fused.copy_to_host()
+        assert np.array_equal(got, seq.copy_to_host())
+        assert counter.copy_to_host()[0] == 42
+        assert not np.array_equal(got, host)
+        ref = host.copy()
+        reference_signal_emas(ref)
+        reference_controllers(ref)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-7)
