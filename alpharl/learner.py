@@ -164,7 +164,7 @@ class Learner:
         from alpharl.cuda_kernels.nets import losses as KL
         from alpharl.cuda_kernels.nets import narrow as KN
         from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
-        from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q
+        from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, argmax_expected_q_grid
 
         nets, lay, ln, st = self.nets, self.nets.layout, self.launch, self.stream
         L = lay.layers
@@ -178,7 +178,6 @@ class Learner:
         o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
         i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
-        rb = lambda n: (_cdiv(n, KH.ROW_BLOCK), KH.ROW_BLOCK, st)  # noqa: E731
         eb = lambda n: (_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
         nb = lambda n: (_cdiv(n, KN.NARROW_BLOCK), KN.NARROW_BLOCK, st)  # noqa: E731
         hv = lambda buf, r0, r1: buf[r0 * h:r1 * h]  # noqa: E731  (rows [r0, r1) of a [*, hidden] buffer)
@@ -198,11 +197,12 @@ class Learner:
             self.pi_logits, self.bce_out, self.aux_out, self.v_dq, self.t_val)
 
         # 3. (a) Q: Double-DQN C51 target, CE with IS weights, advantage stream backward
-        argmax_expected_q[rb(m)](gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS],
-                                 i32(m), self.a_star)
-        KL.rl_c51_loss[rb(m)](gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.actions,
-                              self.t_adv, self.t_val, self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv,
-                              self.d_adv, self.d_val, self.losses[:m], self.td)
+        argmax_expected_q[(*argmax_expected_q_grid(m), st)](
+            gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), self.a_star)
+        KL.rl_c51_loss[(*KL.c51_grid(m), st)](
+            gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.actions, self.t_adv, self.t_val,
+            self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val, self.losses[:m],
+            self.td)
         h_s = hv(self.h, o_s, o_sp)
         ln.backward_dw(gate, h_s, self.d_adv, m, L["q.adv"], gr, self.partial)
         ln.backward_dx(gate, self.d_adv, m, L["q.adv"], p, hv(self.dh, o_s, o_sp), accumulate=False)

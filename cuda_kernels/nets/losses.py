@@ -1,6 +1,6 @@
 """Losses of the five heads and their gradients with respect to the head outputs.
 
-Each kernel runs one thread per sample and writes the per-sample loss and
+Each kernel runs one thread per sample (rl_c51_loss: one warp) and writes the per-sample loss and
 d(mean loss)/d(head output) (already divided by the batch size), which the
 GEMM backward then turns into weight and input gradients. Every head's loss is
 a mean over its own batch: Q over the replay minibatch (n = M), the others over
@@ -19,7 +19,8 @@ import math
 
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.nets.heads import N_Q_OUT, dueling_logits, log_softmax_inplace, support
+from alpharl.cuda_kernels.nets.heads import N_Q_OUT, log_softmax_inplace, support
+from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, dueling_logit, log_sum_exp, warp_rows_grid
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import RL_ENTROPY_COEF, RL_GAMMA, RL_LOSS_Q, RL_PPO_CLIP_EPS, RL_PPO_RATIO_CLAMP
@@ -36,6 +37,11 @@ LOSS_MSE = 2
 HUBER_DELTA = 1.0
 #: Rows of the per-sample loss buffer: Q, pi, V, BCE, AUX (the ISV loss slots' order).
 N_LOSSES = 5
+
+
+def c51_grid(n):
+    """Launch geometry of ``rl_c51_loss`` for n rows: (blocks, threads), one warp per row."""
+    return warp_rows_grid(n)
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], int32[::1], float32[::1], float32[::1], int32[::1], "
@@ -56,64 +62,83 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
     and the gradient of L = (1/n) sum_b w_b CE_b: with g_z = (w_b / n)(p_z sum(m) - m_z)
     on the logits of action a, d_val = g, d_adv[k, z] = g_z ([k == a] - 1 / N_ACTIONS)
     (the dueling mean passes -1/N_ACTIONS of every logit's gradient to every action).
-    Launch [ceil(n / ROW_BLOCK), ROW_BLOCK]. gate[0] == 0: writes nothing.
+
+    One warp per row, lane z < N_ATOMS owning atom z (see nets/warp.py); the
+    projection is a gather: lane z sums, in source order j, the shares of the
+    target atoms j whose l or u is z, so no two lanes write one atom (no atomics)
+    and every sum keeps the serial order. Launch ``c51_grid(n)``; any grid of
+    WARP_ROW_BLOCK-thread blocks is correct (rows stride over the warps).
+    gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
         return
-    b = cuda.grid(1)
-    if b >= n:
-        return
-    tq = cuda.local.array(N_ATOMS, float32)
-    m = cuda.local.array(N_ATOMS, float32)
-    lp = cuda.local.array(N_ATOMS, float32)
+    sh_t = cuda.shared.array((WARP_ROWS, N_ATOMS), float32)  # target logits at (s', a*)
+    sh_o = cuda.shared.array((WARP_ROWS, N_ATOMS), float32)  # online logits at (s, a)
+    sh_m = cuda.shared.array((WARP_ROWS, N_ATOMS), float32)  # projected target m
+    w = cuda.threadIdx.x // WARP
+    z = cuda.threadIdx.x % WARP
     gamma = isv[RL_GAMMA]
-    r = reward[b]
-    disc = gamma * (float32(1.0) - done[b])
-    dueling_logits(t_adv, b * N_Q_OUT, t_val, b * N_ATOMS, a_star[b], tq)
-    log_softmax_inplace(tq, N_ATOMS)
-    for z in range(N_ATOMS):
-        m[z] = float32(0.0)
-    e_target = float32(0.0)
-    for j in range(N_ATOMS):
-        qj = math.exp(tq[j])
-        zj = support(j)
-        e_target += qj * zj
-        tz = min(max(r + disc * zj, float32(V_MIN)), float32(V_MAX))
-        bj = min(max((tz - float32(V_MIN)) / float32(DELTA_Z), float32(0.0)), float32(N_ATOMS - 1))
-        if not (bj >= float32(0.0) and bj <= float32(N_ATOMS - 1)):
-            bj = float32(0.0)  # NaN target: keep the indices in range; the mass is poisoned below
-        lo = int32(math.floor(bj))
-        hi = int32(math.ceil(bj))
-        if lo == hi:
-            m[lo] += qj
-        else:
-            m[lo] += qj * (float32(hi) - bj)
-            m[hi] += qj * (bj - float32(lo))
-    if not (math.isfinite(r) and math.isfinite(disc)):
-        # A non-finite reward/done: the target is NaN, so are the loss and gradients,
-        # and the grad guard skips the Q update (nothing reaches the weights).
-        for z in range(N_ATOMS):
-            m[z] = float32(math.nan)
-    a = actions[b]
-    dueling_logits(adv, b * N_Q_OUT, val, b * N_ATOMS, a, lp)
-    log_softmax_inplace(lp, N_ATOMS)
-    ce = float32(0.0)
-    e_online = float32(0.0)
-    m_sum = float32(0.0)
-    for z in range(N_ATOMS):
-        ce -= m[z] * lp[z]
-        e_online += math.exp(lp[z]) * support(z)
-        m_sum += m[z]
-    loss[b] = ce
-    td[b] = r + disc * e_target - e_online
-    scale = is_w[b] / float32(n)
     inv_a = float32(1.0) / float32(N_ACTIONS)
-    for z in range(N_ATOMS):
-        g = scale * (math.exp(lp[z]) * m_sum - m[z])
-        d_val[b * N_ATOMS + z] = g
-        for k in range(N_ACTIONS):
-            sel = float32(1.0) if k == a else float32(0.0)
-            d_adv[b * N_Q_OUT + k * N_ATOMS + z] = g * (sel - inv_a)
+    # Rows stride over the grid's warps; the loop bounds are the same for the whole block,
+    # so every thread reaches every syncthreads (idle lanes and rows >= n only skip the work).
+    for base in range(cuda.blockIdx.x * WARP_ROWS, n, cuda.gridDim.x * WARP_ROWS):
+        b = base + w
+        active = w < WARP_ROWS and b < n and z < N_ATOMS
+        a = int32(0)
+        ol = r = disc = lse_o = mz = e_target = float32(0.0)  # (typed on every path; set on active lanes)
+        if active:
+            a = actions[b]
+            sh_t[w, z] = dueling_logit(t_adv, t_val, b, a_star[b], z)
+            ol = dueling_logit(adv, val, b, a, z)
+            sh_o[w, z] = ol
+        cuda.syncthreads()
+        if active:
+            r = reward[b]
+            disc = gamma * (float32(1.0) - done[b])
+            lse_t = log_sum_exp(sh_t[w])
+            lse_o = log_sum_exp(sh_o[w])
+            for j in range(N_ATOMS):
+                qj = math.exp(sh_t[w, j] - lse_t)
+                zj = support(j)
+                e_target += qj * zj
+                tz = min(max(r + disc * zj, float32(V_MIN)), float32(V_MAX))
+                bj = min(max((tz - float32(V_MIN)) / float32(DELTA_Z), float32(0.0)), float32(N_ATOMS - 1))
+                if not (bj >= float32(0.0) and bj <= float32(N_ATOMS - 1)):
+                    bj = float32(0.0)  # NaN target: keep the indices in range; the mass is poisoned below
+                lo = int32(math.floor(bj))
+                hi = int32(math.ceil(bj))
+                if lo == hi:
+                    if lo == z:
+                        mz += qj
+                elif lo == z:
+                    mz += qj * (float32(hi) - bj)
+                elif hi == z:
+                    mz += qj * (bj - float32(lo))
+            if not (math.isfinite(r) and math.isfinite(disc)):
+                # A non-finite reward/done: the target is NaN, so are the loss and gradients,
+                # and the grad guard skips the Q update (nothing reaches the weights).
+                mz = float32(math.nan)
+            sh_m[w, z] = mz
+        cuda.syncthreads()
+        if active:
+            m_sum = float32(0.0)
+            for j in range(N_ATOMS):
+                m_sum += sh_m[w, j]
+            if z == 0:
+                ce = float32(0.0)
+                e_online = float32(0.0)
+                for j in range(N_ATOMS):
+                    lpj = sh_o[w, j] - lse_o
+                    ce -= sh_m[w, j] * lpj
+                    e_online += math.exp(lpj) * support(j)
+                loss[b] = ce
+                td[b] = r + disc * e_target - e_online
+            g = is_w[b] / float32(n) * (math.exp(ol - lse_o) * m_sum - mz)
+            d_val[b * N_ATOMS + z] = g
+            for k in range(N_ACTIONS):
+                sel = float32(1.0) if k == a else float32(0.0)
+                d_adv[b * N_Q_OUT + k * N_ATOMS + z] = g * (sel - inv_a)
+        cuda.syncthreads()  # the next rows overwrite this block's shared rows
 
 
 @kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], float32[::1], int32, float32[::1], "
@@ -139,16 +164,22 @@ def rl_ppo_loss(gate, logits, actions, logp_old, advantage, n, isv, d_logits, lo
     b = cuda.grid(1)
     if b >= n:
         return
+    loss[b], entropy[b], kl[b], ratio_out[b] = ppo_row(logits, b * N_ACTIONS, actions[b], logp_old[b], advantage[b],
+                                                       isv, float32(1.0) / float32(n), d_logits)
+
+
+@cuda.jit(device=True)
+def ppo_row(logits, off, a, logp_old, adv, isv, inv_n, d_logits):
+    """rl_ppo_loss for one sample: logits[off:off + N_ACTIONS], action a; writes d_logits[off:off + N_ACTIONS]
+    (times inv_n = 1 / batch) and returns (loss, entropy, kl, ratio)."""
     lp = cuda.local.array(N_ACTIONS, float32)
     for j in range(N_ACTIONS):
-        lp[j] = logits[b * N_ACTIONS + j]
+        lp[j] = logits[off + j]
     log_softmax_inplace(lp, N_ACTIONS)
     eps = isv[RL_PPO_CLIP_EPS]
     c = isv[RL_PPO_RATIO_CLAMP]
     coef = isv[RL_ENTROPY_COEF]
-    a = actions[b]
-    adv = advantage[b]
-    log_ratio = lp[a] - logp_old[b]
+    log_ratio = lp[a] - logp_old
     ratio = math.exp(log_ratio)
     clipped = min(max(ratio, float32(1.0) - eps), float32(1.0) + eps)
     surr1 = ratio * adv
@@ -166,15 +197,12 @@ def rl_ppo_loss(gate, logits, actions, logp_old, advantage, n, isv, d_logits, lo
     h = float32(0.0)
     for j in range(N_ACTIONS):
         h -= math.exp(lp[j]) * lp[j]
-    loss[b] = -obj - coef * h
-    entropy[b] = h
-    kl[b] = max((ratio - float32(1.0)) - log_ratio, float32(0.0))  # >= 0; float32 rounding near ratio 1
-    ratio_out[b] = ratio
-    inv_n = float32(1.0) / float32(n)
     for j in range(N_ACTIONS):
         pj = math.exp(lp[j])
         sel = float32(1.0) if j == a else float32(0.0)
-        d_logits[b * N_ACTIONS + j] = inv_n * (-d_obj * ratio * (sel - pj) + coef * pj * (lp[j] + h))
+        d_logits[off + j] = inv_n * (-d_obj * ratio * (sel - pj) + coef * pj * (lp[j] + h))
+    kl = max((ratio - float32(1.0)) - log_ratio, float32(0.0))  # >= 0; float32 rounding near ratio 1
+    return -obj - coef * h, h, kl, ratio
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], int32, int32, float32[::1], float32[::1])")
@@ -193,20 +221,20 @@ def rl_scalar_loss(gate, pred, target, n, kind, d_pred, loss):
     b = cuda.grid(1)
     if b >= n:
         return
-    x = pred[b]
-    y = target[b]
-    inv_n = float32(1.0) / float32(n)
+    loss[b], d_pred[b] = scalar_loss_row(kind, pred[b], target[b], float32(1.0) / float32(n))
+
+
+@cuda.jit(device=True)
+def scalar_loss_row(kind, x, y, inv_n):
+    """rl_scalar_loss for one sample: (loss, inv_n d loss / d x) of prediction x against target y."""
     if kind == LOSS_BCE:
-        loss[b] = max(x, float32(0.0)) - y * x + math.log1p(math.exp(-abs(x)))
-        d_pred[b] = inv_n * (float32(1.0) / (float32(1.0) + math.exp(-x)) - y)
-    else:
-        e = x - y
-        if kind == LOSS_HUBER and abs(e) > float32(HUBER_DELTA):
-            loss[b] = float32(HUBER_DELTA) * (abs(e) - float32(0.5 * HUBER_DELTA))
-            d_pred[b] = inv_n * math.copysign(float32(HUBER_DELTA), e)
-        else:
-            loss[b] = float32(0.5) * e * e
-            d_pred[b] = inv_n * e
+        return (max(x, float32(0.0)) - y * x + math.log1p(math.exp(-abs(x))),
+                inv_n * (float32(1.0) / (float32(1.0) + math.exp(-x)) - y))
+    e = x - y
+    if kind == LOSS_HUBER and abs(e) > float32(HUBER_DELTA):
+        return float32(HUBER_DELTA) * (abs(e) - float32(0.5 * HUBER_DELTA)), inv_n * math.copysign(
+            float32(HUBER_DELTA), e)
+    return float32(0.5) * e * e, inv_n * e
 
 
 @kernel("void(int32[::1], float32[::1], int32, int32, int32, float32[::1])")

@@ -10,7 +10,8 @@ from support import assert_all_written, nonzero_uniform, poisoned
 from alpharl import isv as S
 from alpharl.cuda_kernels.nets import heads as KH
 from alpharl.cuda_kernels.nets import losses as KL
-from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q
+from alpharl.cuda_kernels.nets.warp import WARP_ROW_BLOCK
+from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, argmax_expected_q_grid
 from alpharl.reference import nets as R
 from alpharl.sizes import N_ACTIONS, N_ATOMS
 
@@ -67,6 +68,39 @@ def test_argmax_expected_q_matches_reference(rng):
     np.testing.assert_allclose(eq[np.arange(N), got], eq[np.arange(N), ref], rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("n", [1, 67])
+def test_argmax_expected_q_one_warp_per_row(rng, n):
+    """The launch of argmax_expected_q_grid (one warp per row, a partly filled last block) and a
+    two-block launch whose warps stride over the rows agree with each other and the reference."""
+    adv = nonzero_uniform(rng, (n, NQ), -3, 3)
+    val = nonzero_uniform(rng, (n, N_ATOMS), -3, 3)
+    got = []
+    for grid in (argmax_expected_q_grid(n), (2, WARP_ROW_BLOCK)):
+        out = poisoned(n, np.int32)
+        argmax_expected_q[grid](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(n), out)
+        got.append(assert_all_written(out))
+    np.testing.assert_array_equal(got[0], got[1])
+    eq = R.expected_q(adv.astype(np.float64), val.astype(np.float64))
+    ref = R.argmax_expected_q(adv.astype(np.float64), val.astype(np.float64))
+    np.testing.assert_allclose(eq[np.arange(n), got[0]], eq[np.arange(n), ref], rtol=0, atol=1e-5)
+
+
+def test_argmax_expected_q_ties_go_to_the_lowest_action(rng):
+    """Actions with bit-identical logits tie exactly: the lowest index wins, wherever the tie stands."""
+    n = 5
+    adv = nonzero_uniform(rng, (n, N_ACTIONS, N_ATOMS), -0.5, 0.5)
+    ramp = np.linspace(-3, 3, N_ATOMS, dtype=np.float32)  # mass toward the top supports: the largest E[Z]
+    tied = [(2, 5), (0, 8), (7, 8), (1, 3, 6)]
+    for row, acts in enumerate(tied):
+        adv[row, list(acts)] = ramp
+    adv[4] = ramp  # every action the same
+    val = nonzero_uniform(rng, (n, N_ATOMS), -1, 1)
+    out = poisoned(n, np.int32)
+    argmax_expected_q[argmax_expected_q_grid(n)](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()),
+                                                 np.int32(n), out)
+    np.testing.assert_array_equal(assert_all_written(out), [2, 0, 7, 1, 0])
+
+
 def test_stack_obs_orders_rows(rng):
     b, m, d = 3, 2, 4
     parts = [nonzero_uniform(rng, (r, d)) for r in (b, m, m, b)]
@@ -85,15 +119,16 @@ def _c51_inputs(rng, n=N):
                 is_w=rng.uniform(0.1, 1.0, n).astype(np.float32))
 
 
-def _run_c51(inp, gamma):
+def _run_c51(inp, gamma, grid=None, written=True):
+    """(d_adv, d_val, loss, td) on the host; grid defaults to one thread's worth of launch per row."""
     n = len(inp["actions"])
     isv = S.bootstrap_vector()
     isv[S.RL_GAMMA] = gamma
     outs = [poisoned(n * NQ), poisoned(n * N_ATOMS), poisoned(n), poisoned(n)]
     order = ("adv", "val", "actions", "t_adv", "t_val", "a_star", "reward", "done", "is_w")
-    KL.rl_c51_loss[_grid(n)](_gate(), *[cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in order],
-                             np.int32(n), cuda.to_device(isv), *outs)
-    return [assert_all_written(o) for o in outs]
+    KL.rl_c51_loss[grid or _grid(n)](_gate(), *[cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in order],
+                                     np.int32(n), cuda.to_device(isv), *outs)
+    return [assert_all_written(o) if written else o.copy_to_host() for o in outs]
 
 
 def test_c51_loss_matches_reference_and_finite_differences(rng):
@@ -164,6 +199,45 @@ def test_uniform_prediction_gives_ln21(rng):
     inp["val"] = np.full((3, N_ATOMS), 0.7, np.float32)
     _, _, loss, _ = _run_c51(inp, 0.99)
     np.testing.assert_allclose(loss, math.log(N_ATOMS), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1, 67])
+def test_c51_loss_one_warp_per_row(rng, n):
+    """The launch of c51_grid (one warp per row, a partly filled last block) matches the reference and
+    is bit-identical to a two-block launch whose warps stride over the rows; NaN rewards in both
+    blocks poison only their own rows."""
+    inp = _c51_inputs(rng, n)
+    bad = np.zeros(n, bool)
+    if n > 1:
+        bad[[5, n - 2]] = True
+        inp["reward"][bad] = [np.nan, -np.inf]
+    gamma = 0.98
+    got = _run_c51(inp, gamma, KL.c51_grid(n), written=False)
+    strided = _run_c51(inp, gamma, (2, WARP_ROW_BLOCK), written=False)
+    for a, b in zip(got, strided):
+        np.testing.assert_array_equal(a.view(np.int32), b.view(np.int32))
+    d_adv, d_val, loss, td = got
+    f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inp.items()}
+    ce, td_ref, d_adv_ref, d_val_ref = R.rl_c51_loss(f64["adv"], f64["val"], inp["actions"], f64["t_adv"],
+                                                     f64["t_val"], inp["a_star"], f64["reward"], f64["done"],
+                                                     f64["is_w"], gamma)
+    assert np.isnan(loss[bad]).all() and np.isnan(d_val.reshape(n, N_ATOMS)[bad]).all()
+    ok = ~bad
+    assert np.isfinite(d_adv.reshape(n, NQ)[ok]).all() and np.isfinite(td[ok]).all()
+    np.testing.assert_allclose(loss[ok], ce[ok], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(td[ok], td_ref[ok], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(d_adv.reshape(n, NQ)[ok], d_adv_ref[ok], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(d_val.reshape(n, N_ATOMS)[ok], d_val_ref[ok], rtol=1e-4, atol=1e-6)
+
+
+def test_c51_loss_gate_closed_writes_nothing(rng):
+    inp = _c51_inputs(rng, 3)
+    outs = [poisoned(3 * NQ), poisoned(3 * N_ATOMS), poisoned(3), poisoned(3)]
+    order = ("adv", "val", "actions", "t_adv", "t_val", "a_star", "reward", "done", "is_w")
+    KL.rl_c51_loss[KL.c51_grid(3)](cuda.to_device(np.zeros(1, np.int32)),
+                                   *[cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in order],
+                                   np.int32(3), cuda.to_device(S.bootstrap_vector()), *outs)
+    assert all(np.isnan(o.copy_to_host()).all() for o in outs)
 
 
 def test_ppo_loss_matches_reference_and_finite_differences(rng):
