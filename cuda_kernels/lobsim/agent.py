@@ -13,12 +13,11 @@ offset of a snapshot (book.py). Only the fills ring (``fills_i`` / ``fills_f``,
 row b) is written to global memory."""
 from __future__ import annotations
 
-from numba import cuda, float64, int64
+from numba import cuda, float64, int64, uint32
 
 from alpharl import actions as A
-from alpharl.cuda_kernels.lobsim.book import crosses, level_size
-from alpharl.lobster.format import (ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL, EV_CANCEL,
-                                    EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC)
+from alpharl.cuda_kernels.lobsim.book import crosses, level_size, side_cols, word
+from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import xorshift32
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, F_CASH, F_FEES, F_REALISED, FEE_PER_SHARE, FL_MAKER,
                                 FL_OID, FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE,
@@ -84,16 +83,18 @@ def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, pi, pf, fills_i,
         st[S_WAS_OPEN] = 1
     cap = pi[IP_FILL_CAP]
     if cap > 0:
-        slot = st[S_FILL_HEAD] % cap
-        fills_i[b, slot, FL_STEP] = st[S_STEP]
-        fills_i[b, slot, FL_ROW] = st[S_CURSOR] + ahead
-        fills_i[b, slot, FL_OID] = oid
-        fills_i[b, slot, FL_SIDE] = side
-        fills_i[b, slot, FL_PRICE] = px
-        fills_i[b, slot, FL_QTY] = qty
-        fills_i[b, slot, FL_MAKER] = maker
-        fills_i[b, slot, FL_QA0] = qa0
-        fills_f[b, slot] = fee
+        # unsigned (head, cap > 0, b >= 0): a 32-bit remainder and no negative-index tests
+        ub = uint32(b)
+        slot = uint32(st[S_FILL_HEAD]) % uint32(cap)
+        fills_i[ub, slot, FL_STEP] = st[S_STEP]
+        fills_i[ub, slot, FL_ROW] = st[S_CURSOR] + ahead
+        fills_i[ub, slot, FL_OID] = oid
+        fills_i[ub, slot, FL_SIDE] = side
+        fills_i[ub, slot, FL_PRICE] = px
+        fills_i[ub, slot, FL_QTY] = qty
+        fills_i[ub, slot, FL_MAKER] = maker
+        fills_i[ub, slot, FL_QA0] = qa0
+        fills_f[ub, slot] = fee
         st[S_FILL_HEAD] += 1
     return qty
 
@@ -114,34 +115,31 @@ def close_if_flat(st):
 def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f):
     """A taker order walking the visible depth of the snapshot at ``at`` level by level; what
     the depth cannot fill is dropped, except for a flatten, which fills it at the deepest
-    visible price (or, with that side empty, at the other side's best price)."""
+    visible price (or, with that side empty, at the other side's best price). One book_fill
+    call site: the remainder is the pass after the last level (the fill is inlined once)."""
     inv = st[S_INVENTORY]
     rem = min(qty, abs(inv)) if reduces(inv, side) else qty
+    pc, zc, empty = side_cols(-side)         # the side this order takes from
+    oc, _, other_empty = side_cols(side)     # its own side: the fallback price of a flatten
     last_px = 0
     has_last = False
-    for lv in range(pi[IP_LEVELS]):
-        c = lv * BOOK_COLS_PER_LEVEL
-        if side == SIDE_BUY:
-            p = book[at + c + ASK_PRICE]
-            z = book[at + c + ASK_SIZE]
-            valid = p != ASK_EMPTY
+    nl = pi[IP_LEVELS]
+    for lv in range(nl + 1):
+        if lv < nl:
+            c = at + lv * BOOK_COLS_PER_LEVEL
+            p = word(book, c + pc)
+            take = min(rem, word(book, c + zc))
+            valid = p != empty
         else:
-            p = book[at + c + BID_PRICE]
-            z = book[at + c + BID_SIZE]
-            valid = p != BID_EMPTY
+            other = word(book, at + oc)
+            p = last_px if has_last else other
+            take = rem
+            valid = flatten and rem > 0 and (has_last or other != other_empty)
         if valid:
-            take = min(rem, z)
             book_fill(st, fs, b, side, take, p, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
             rem -= take
             last_px = p
             has_last = True
-    if flatten and rem > 0:
-        if has_last:
-            book_fill(st, fs, b, side, rem, last_px, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
-        else:
-            other, ok = best_of(-side, book[at + ASK_PRICE], book[at + BID_PRICE])
-            if ok:
-                book_fill(st, fs, b, side, rem, other, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
 
 
 @cuda.jit(device=True)

@@ -9,16 +9,28 @@ column order with prices in ticks and empty levels at ``ASK_EMPTY`` /
 The level scans read every visible level without an early exit: a scan that
 stops at the first match makes each level's load wait on the previous
 comparison (one memory round trip per level), while a scan over all levels
-has only independent loads, which the compiler batches."""
+has only independent loads, which the compiler batches.
+
+Every read goes through ``word``: an index typed unsigned, so numba emits no
+negative-index wraparound test (offsets are never negative), and the address
+is base + 4 x offset in plain 64-bit arithmetic, so constant parts of an offset
+fold into the load's immediate. Level loops are ``while`` loops on a uint64
+running offset (a ``range`` loop costs a second counter and its guards)."""
 from __future__ import annotations
 
-from numba import cuda
+from numba import cuda, uint64
 
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
 from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, SIDE_BUY
 
 #: level_cap's answer when the price lies beyond a full visible depth (no cap).
 CAP_UNKNOWN = 2147483647
+
+
+@cuda.jit(device=True)
+def word(a, i):
+    """a[i] of a flat table at a non-negative offset i (see the module docstring)."""
+    return a[uint64(i)]
 
 
 @cuda.jit(device=True)
@@ -37,7 +49,7 @@ def mid2_of(a, b):
 @cuda.jit(device=True)
 def mid2(book, at):
     """Doubled mid price in ticks of the snapshot at ``at`` (see mid2_of)."""
-    return mid2_of(book[at + ASK_PRICE], book[at + BID_PRICE])
+    return mid2_of(word(book, at + ASK_PRICE), word(book, at + BID_PRICE))
 
 
 @cuda.jit(device=True)
@@ -55,10 +67,12 @@ def find_level(book, at, side, px, levels):
     pc, zc, _ = side_cols(side)
     found = False
     size = 0
-    for lv in range(levels):
-        c = lv * BOOK_COLS_PER_LEVEL
-        p = book[at + c + pc]
-        z = book[at + c + zc]
+    c = uint64(at)
+    end = uint64(at + levels * BOOK_COLS_PER_LEVEL)
+    while c < end:
+        p = word(book, c + uint64(pc))
+        z = word(book, c + uint64(zc))
+        c += uint64(BOOK_COLS_PER_LEVEL)
         hit = p == px and not found
         size = z if hit else size
         found = found or hit
@@ -73,19 +87,47 @@ def level_size(book, at, side, px, levels):
 
 
 @cuda.jit(device=True)
-def level_cap(book, at, side, px, levels):
-    """Upper bound of a queue ahead at px: the visible size there; 0 when px lies within the
-    visible range (or the side shows fewer than L levels) but is not listed, i.e. the level is
-    empty; CAP_UNKNOWN when px lies beyond a full visible depth."""
-    pc, _, empty = side_cols(side)
-    found, size = find_level(book, at, side, px, levels)
-    if found:
-        return size
-    deepest = book[at + (levels - 1) * BOOK_COLS_PER_LEVEL + pc]
-    if deepest != empty:
-        if (side == SIDE_BUY and px < deepest) or (side != SIDE_BUY and px > deepest):
-            return CAP_UNKNOWN
-    return 0
+def cap_step(p, z, px, found, size):
+    """One level of a first-hit scan for px: (found, size) after the level (p, z)."""
+    hit = p == px and not found
+    return found or hit, z if hit else size
+
+
+@cuda.jit(device=True)
+def level_caps(book, at, px_buy, px_sell, levels):
+    """(cap of a buy order at px_buy, cap of a sell order at px_sell) in the snapshot at ``at``,
+    both sides in one scan: the upper bound of a queue ahead at a price is the visible size
+    there; 0 when the price lies within the visible range (or the side shows fewer than L
+    levels) but is not listed, i.e. the level is empty; CAP_UNKNOWN when it lies beyond a full
+    visible depth. Straight-line code: a price of no live order gives a cap nobody reads.
+    Two levels a pass, the second clamped to the deepest (a repeat of it changes nothing), so
+    eight independent loads are in flight before the comparisons."""
+    found_b = False
+    found_s = False
+    size_b = 0
+    size_s = 0
+    bp = BID_EMPTY                        # after the loop: the deepest level's prices
+    ap = ASK_EMPTY
+    c = uint64(at)
+    last = uint64(at + (levels - 1) * BOOK_COLS_PER_LEVEL)
+    while c <= last:
+        c2 = min(c + uint64(BOOK_COLS_PER_LEVEL), last)
+        bp1 = word(book, c + uint64(BID_PRICE))
+        bz1 = word(book, c + uint64(BID_SIZE))
+        ap1 = word(book, c + uint64(ASK_PRICE))
+        az1 = word(book, c + uint64(ASK_SIZE))
+        bp = word(book, c2 + uint64(BID_PRICE))
+        bz2 = word(book, c2 + uint64(BID_SIZE))
+        ap = word(book, c2 + uint64(ASK_PRICE))
+        az2 = word(book, c2 + uint64(ASK_SIZE))
+        c += uint64(2 * BOOK_COLS_PER_LEVEL)
+        found_b, size_b = cap_step(bp1, bz1, px_buy, found_b, size_b)
+        found_s, size_s = cap_step(ap1, az1, px_sell, found_s, size_s)
+        found_b, size_b = cap_step(bp, bz2, px_buy, found_b, size_b)
+        found_s, size_s = cap_step(ap, az2, px_sell, found_s, size_s)
+    cap_b = size_b if found_b else (CAP_UNKNOWN if bp != BID_EMPTY and px_buy < bp else 0)
+    cap_s = size_s if found_s else (CAP_UNKNOWN if ap != ASK_EMPTY and px_sell > ap else 0)
+    return cap_b, cap_s
 
 
 @cuda.jit(device=True)

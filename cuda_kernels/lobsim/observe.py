@@ -6,7 +6,7 @@ import math
 
 from numba import cuda, float32, float64
 
-from alpharl.cuda_kernels.lobsim.book import mid2_of
+from alpharl.cuda_kernels.lobsim.book import mid2_of, word
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, FP_TICK_DOLLARS, IP_EPISODE_STEPS, IP_LEVELS, IP_LOT,
                                 IP_MAX_POS, LIVE, O_LIVE_AT, O_PX, O_QA, O_QTY, OBS_LEVEL_ASK_LOGSZ,
@@ -48,10 +48,10 @@ def write_obs(st, fs, b, book, at, pi, pf, obs):
     half = float32(0.5)
     zero = float32(0.0)
     # the best level once, before any obs store (the compiler cannot tell obs from book apart)
-    a1 = book[at + ASK_PRICE]
-    b1 = book[at + BID_PRICE]
-    as1 = book[at + ASK_SIZE]
-    bs1 = book[at + BID_SIZE]
+    a1 = word(book, at + ASK_PRICE)
+    b1 = word(book, at + BID_PRICE)
+    as1 = word(book, at + ASK_SIZE)
+    bs1 = word(book, at + BID_SIZE)
     m = mid2_of(a1, b1)
     nl = pi[IP_LEVELS]
     depth_a = 0
@@ -59,10 +59,10 @@ def write_obs(st, fs, b, book, at, pi, pf, obs):
     for lv in range(nl):
         c = lv * BOOK_COLS_PER_LEVEL
         k = lv * OBS_PER_LEVEL
-        a = book[at + c + ASK_PRICE]
-        az = book[at + c + ASK_SIZE]
-        bd = book[at + c + BID_PRICE]
-        bz = book[at + c + BID_SIZE]
+        a = word(book, at + c + ASK_PRICE)
+        az = word(book, at + c + ASK_SIZE)
+        bd = word(book, at + c + BID_PRICE)
+        bz = word(book, at + c + BID_SIZE)
         if a != ASK_EMPTY:
             obs[b, k + OBS_LEVEL_ASK_OFF] = float32(2 * a - m) * half
             obs[b, k + OBS_LEVEL_ASK_LOGSZ] = math.log1p(float32(az))

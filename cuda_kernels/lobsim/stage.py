@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from numba import cuda, int32
+from numba import cuda, int32, uint32
 
+from alpharl.cuda_kernels.lobsim.book import word
 from alpharl.sim.layout import BOOK_COLS, N_EV_COLS
 
 #: Shared memory a block may use without the opt-in for more (bytes).
@@ -107,7 +108,7 @@ def stage_rows(src, width, sm, dst0, slot_words, nb, first, nrows, tid, nthreads
     while e < total:
         for u in range(STAGE_UNROLL):
             sc = min(s, nb - 1)
-            val[u] = src[(sm[sc] + first) * width + k]
+            val[u] = word(src, (word(sm, sc) + first) * width + k)
             at[u] = dst0 + s * slot_words + k
             k += dk
             s += ds
@@ -116,7 +117,7 @@ def stage_rows(src, width, sm, dst0, slot_words, nb, first, nrows, tid, nthreads
             s = s + 1 if wrap else s
         for u in range(STAGE_UNROLL):
             if e + u * nthreads < total:
-                sm[at[u]] = val[u]
+                sm[uint32(at[u])] = val[u]
         e += STAGE_UNROLL * nthreads
 
 
@@ -127,7 +128,7 @@ def copy_row(src, at, dst, dst_at, width):
     val = cuda.local.array(STAGE_UNROLL, int32)
     for c0 in range(0, width, STAGE_UNROLL):
         for u in range(STAGE_UNROLL):
-            val[u] = src[at + min(c0 + u, width - 1)]
+            val[u] = word(src, at + min(c0 + u, width - 1))
         for u in range(STAGE_UNROLL):
             if c0 + u < width:
-                dst[dst_at + c0 + u] = val[u]
+                dst[uint32(dst_at + c0 + u)] = val[u]

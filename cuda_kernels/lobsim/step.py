@@ -36,7 +36,7 @@ from __future__ import annotations
 from numba import cuda, float32, float64, int32, uint32
 
 from alpharl.cuda_kernels.lobsim.agent import activate, close_if_flat, order_event, place_orders, walk
-from alpharl.cuda_kernels.lobsim.book import level_cap, mid2_of
+from alpharl.cuda_kernels.lobsim.book import level_caps, mid2_of, word
 from alpharl.cuda_kernels.lobsim.observe import write_obs
 from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
 from alpharl.cuda_kernels.registry import kernel
@@ -45,7 +45,7 @@ from alpharl.prng import xorshift32
 from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F_CASH, F_EQUITY, FP_TICK_DOLLARS,
                                 IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FORCE_FLATTEN, IP_LEVELS, IP_N_ROWS,
                                 IP_SYNTHETIC, LIVE, N_EV_COLS, N_FP, N_IP, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I,
-                                O_LIVE_AT, O_PX, O_QTY, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD,
+                                OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD,
                                 OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_OID,
                                 S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST,
                                 S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT,
@@ -75,15 +75,6 @@ def draw_start(rs, pi):
 def has_orders(st):
     """True while the backtest has a resting, pending or market order."""
     return st[S_BUY_QTY] > 0 or st[S_SELL_QTY] > 0 or st[S_MKT_QTY] != 0 or st[S_MKT_FLAT] != 0
-
-
-@cuda.jit(device=True)
-def live_cap(st, base, side, book, at, levels):
-    """The queue cap (level_cap) in the snapshot at ``at`` of the ``side`` order when it is live,
-    else 0 (unused)."""
-    if st[base + O_QTY] > 0 and st[base + O_LIVE_AT] == LIVE:
-        return level_cap(book, at, side, st[base + O_PX], levels)
-    return 0
 
 
 @cuda.jit(device=True)
@@ -205,42 +196,41 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
             sb0 = row0 * width
             ev0 = row0 * N_EV_COLS
         if j0 == 0 and mine:
-            ask0 = mb[sb0 + ASK_PRICE]
-            bid0 = mb[sb0 + BID_PRICE]
-            mid_before = mid2_of(ask0, bid0)
-            # 1-2. the action on the snapshot the agent saw; orders with no latency act at once
-            place_orders(st, act, ask0, bid0, pi)
-            closed = activate(st, fs, b, mb, sb0, ask0, bid0, pi, pf, fills_i, fills_f)
-            walking = not closed and has_orders(st)
-        # 3-4. replay the chunk's events against our orders; once the episode closed or no order
-        # is left (resting, pending or market), the remaining events cannot touch this backtest
-        # and only move its cursor
-        i = 0
-        while i < n and walking:
-            i += 1
-            j += 1
+            mid_before = mid2_of(word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE))
+            # 1. the action on the snapshot the agent saw
+            place_orders(st, act, word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE), pi)
+        # 2-4. pass i = 0 (first chunk only): orders with no latency act on the snapshot the agent
+        # saw; pass i > 0: replay the chunk's event i against our orders, then activate on the
+        # book after it (one inlined copy of activate for both). Once the episode closed or no
+        # order is left (resting, pending or market), the remaining events cannot touch this
+        # backtest and only move its cursor
+        i = 0 if j0 == 0 else 1
+        while i <= n and walking:
             at1 = sb0 + i * width
-            e1 = ev0 + i * N_EV_COLS
             # everything this event reads from the market, issued together (independent loads)
-            t = me[e1 + EV_TYPE]
-            d = me[e1 + EV_DIR]
-            s = me[e1 + EV_SIZE]
-            p = me[e1 + EV_PRICE]
-            ask1 = mb[at1 + ASK_PRICE]
-            bid1 = mb[at1 + BID_PRICE]
-            cap_buy = live_cap(st, S_BUY_PX, SIDE_BUY, mb, at1, nl)
-            cap_sell = live_cap(st, S_SELL_PX, SIDE_SELL, mb, at1, nl)
-            order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
-                        pi, pf, fills_i, fills_f)
-            closed = close_if_flat(st)
-            if not closed:
-                order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb, at1 - width,
+            ask1 = word(mb, at1 + ASK_PRICE)
+            bid1 = word(mb, at1 + BID_PRICE)
+            if i > 0:
+                j += 1
+                e1 = ev0 + i * N_EV_COLS
+                t = word(me, e1 + EV_TYPE)
+                d = word(me, e1 + EV_DIR)
+                s = word(me, e1 + EV_SIZE)
+                p = word(me, e1 + EV_PRICE)
+                # the queue caps at the orders' prices (read only for live orders)
+                cap_buy, cap_sell = level_caps(mb, at1, st[S_BUY_PX], st[S_SELL_PX], nl)
+                order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
                             pi, pf, fills_i, fills_f)
                 closed = close_if_flat(st)
-            st[S_CURSOR] += 1
+                if not closed:
+                    order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb,
+                                at1 - width, pi, pf, fills_i, fills_f)
+                    closed = close_if_flat(st)
+                st[S_CURSOR] += 1
             if not closed:
                 closed = activate(st, fs, b, mb, at1, ask1, bid1, pi, pf, fills_i, fills_f)
             walking = not closed and has_orders(st)
+            i += 1
         j0 += n
         if staged:
             cuda.syncthreads()           # the next pass overwrites the rows
@@ -266,7 +256,7 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
         walk(st, fs, b, SIDE_SELL if inv > 0 else SIDE_BUY, abs(inv), mb, at_e, True, oid, pi, pf,
              fills_i, fills_f)
     inv = st[S_INVENTORY]
-    mid_e = mid2_of(mb[at_e + ASK_PRICE], mb[at_e + BID_PRICE])
+    mid_e = mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
     equity = fs[F_CASH] + float64(inv) * (float64(mid_e) * (float64(0.5) * pf[FP_TICK_DOLLARS]))
     done = closed or trunc
     trade_done = done and st[S_WAS_OPEN] != 0
@@ -299,7 +289,7 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
             copy_row(book, row * width, sm, at_e, width)
         else:
             at_e = row * width
-    m_new = mid_e if row == row_e else mid2_of(mb[at_e + ASK_PRICE], mb[at_e + BID_PRICE])
+    m_new = mid_e if row == row_e else mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
     write_obs(st, fs, b, mb, at_e, pi, pf, obs)
@@ -336,7 +326,7 @@ def lobsim_reset(events, book, ip, fp, si, sf, rng, obs, out):
     select_reset(st, fs, True)
     row = b * (pi[IP_EVENTS_PER_STEP] + 1) + pi[IP_EVENTS_PER_STEP] if synthetic else st[S_CURSOR]
     at = row * BOOK_COLS * pi[IP_LEVELS]
-    m = mid2_of(book[at + ASK_PRICE], book[at + BID_PRICE])
+    m = mid2_of(word(book, at + ASK_PRICE), word(book, at + BID_PRICE))
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m
     write_obs(st, fs, b, book, at, pi, pf, obs)
