@@ -42,20 +42,43 @@ def tree_max(sh, tid, width):
         s //= 2
 
 
+@cuda.jit(device=True)
+def strided_sumsq(x, begin, end, tid, stride):
+    """sum of x[i]^2 over i = begin + tid + j stride < end: one thread's share of a block-stride
+    sum of squares. Four partial sums, so four loads are in flight at a time instead of one
+    dependent chain, combined in a fixed order (deterministic)."""
+    a0 = float32(0.0)
+    a1 = float32(0.0)
+    a2 = float32(0.0)
+    a3 = float32(0.0)
+    i = begin + tid
+    while i + 3 * stride < end:
+        v0 = x[i]
+        v1 = x[i + stride]
+        v2 = x[i + 2 * stride]
+        v3 = x[i + 3 * stride]
+        a0 += v0 * v0
+        a1 += v1 * v1
+        a2 += v2 * v2
+        a3 += v3 * v3
+        i += 4 * stride
+    while i < end:
+        v0 = x[i]
+        a0 += v0 * v0
+        i += stride
+    return (a0 + a1) + (a2 + a3)
+
+
 @kernel("void(float32[::1], int32, float32[::1], int32)")
 def rl_l2_norm(x, n, out, out_idx):
     """out[out_idx] = ||x[0:n]||_2. Launch [1, REDUCE_BLOCK].
 
-    Block-stride loop (the grid is one block) + shared-memory tree reduce.
+    Block-stride sum of squares (the grid is one block) + shared-memory tree reduce.
     A non-finite element makes the norm non-finite; the signal EMA refuses it.
     """
     sh = cuda.shared.array(REDUCE_BLOCK, float32)
     tid = cuda.threadIdx.x
-    acc = float32(0.0)
-    for i in range(tid, n, REDUCE_BLOCK):
-        v = x[i]
-        acc += v * v
-    sh[tid] = acc
+    sh[tid] = strided_sumsq(x, 0, n, tid, REDUCE_BLOCK)
     cuda.syncthreads()
     tree_sum(sh, tid, REDUCE_BLOCK)
     if tid == 0:

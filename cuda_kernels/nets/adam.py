@@ -19,7 +19,7 @@ from numba import cuda, float32
 
 from alpharl.cuda_kernels.controllers.common import finite
 from alpharl.cuda_kernels.nets.gemm import ELEMWISE_BLOCK
-from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
+from alpharl.cuda_kernels.reductions import strided_sumsq, tree_sum
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import RL_TARGET_TAU
 
@@ -43,6 +43,8 @@ COL_LR_SLOT = 3
 COL_OBS_SLOT = 4
 COL_NAN_SLOT = 5
 TABLE_COLS = 6
+#: Threads of rl_grad_guard's one block per module (a power of two: tree_sum).
+GUARD_BLOCK = 1024
 #: Per-module device state, int32 [N_MODULES, STATE_COLS]: Adam step t, armed flag.
 STATE_STEP = 0
 STATE_ARMED = 1
@@ -53,31 +55,25 @@ STATE_COLS = 2
 def rl_grad_guard(gate, grad, table, isv, state):
     """Block k: norms of module k's gradient; arm (t += 1) or skip (nan count += 1).
 
-    Launch [N_MODULES, REDUCE_BLOCK]. gate[0] == 0: writes nothing.
-    Fixed-order block-stride sums + tree reduce: deterministic.
+    Launch [N_MODULES, GUARD_BLOCK]. gate[0] == 0: writes nothing.
+    Fixed-order block-stride sums + tree reduce: deterministic. A module is up to ~27k
+    floats read by one block: GUARD_BLOCK threads with four loads in flight each keep
+    that a few rounds of memory latency instead of ~100.
     """
     if gate[0] == 0:
         return
-    s_w = cuda.shared.array(REDUCE_BLOCK, float32)
-    s_all = cuda.shared.array(REDUCE_BLOCK, float32)
+    s_w = cuda.shared.array(GUARD_BLOCK, float32)
+    s_all = cuda.shared.array(GUARD_BLOCK, float32)
     k = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     off = table[k * TABLE_COLS + COL_OFFSET]
     size = table[k * TABLE_COLS + COL_SIZE]
     n_w = table[k * TABLE_COLS + COL_N_W]
-    a_w = float32(0.0)
-    a_rest = float32(0.0)
-    for i in range(tid, size, REDUCE_BLOCK):
-        g = grad[off + i]
-        if i < n_w:
-            a_w += g * g
-        else:
-            a_rest += g * g
-    s_w[tid] = a_w
-    s_all[tid] = a_rest
+    s_w[tid] = strided_sumsq(grad, off, off + n_w, tid, GUARD_BLOCK)
+    s_all[tid] = strided_sumsq(grad, off + n_w, off + size, tid, GUARD_BLOCK)
     cuda.syncthreads()
-    tree_sum(s_w, tid, REDUCE_BLOCK)
-    tree_sum(s_all, tid, REDUCE_BLOCK)
+    tree_sum(s_w, tid, GUARD_BLOCK)
+    tree_sum(s_all, tid, GUARD_BLOCK)
     if tid == 0:
         norm_w = math.sqrt(s_w[0])
         total = math.sqrt(s_w[0] + s_all[0])

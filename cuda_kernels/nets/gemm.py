@@ -57,7 +57,7 @@ ELEMWISE_BLOCK = 256
 #: fits, and the H200 measured 19.4 -> 21.0 TFLOP/s for the 128 x 128 tile, 11.4 -> 15.5 for 128 x 64).
 GEMM_MAX_REGISTERS = 128
 #: Tile shapes: (PM, PN, TK) -> a (32 PM) x (32 PN) tile of C, K slices of TK.
-GEMM_SHAPES = ((4, 4, 16), (4, 2, 16), (4, 1, 16), (2, 2, 32), (2, 1, 32))
+GEMM_SHAPES = ((4, 4, 16), (4, 2, 16), (4, 1, 16), (2, 2, 32), (2, 1, 32), (1, 1, 64))
 
 _F64, _F32X2 = struct.Struct('<d'), struct.Struct('<ff')
 
@@ -294,12 +294,17 @@ FULL_WAVE_BLOCKS = 264
 
 def gemm_shape(m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
     """The tile shape (PM, PN, TK) for an M x N product (per split): the big 128-row tiles
-    when they give at least one full wave of blocks, else 64-row tiles with wide K slices
-    (a small product is a latency chain of K slices); the narrowest N tile that covers N."""
+    when they give at least one full wave of blocks; else 64-row tiles with wide K slices;
+    32 x 32 tiles (2 x 2 outputs a thread, K slices of 64) when even 64-row tiles leave most
+    SMs idle: a small product is a latency chain, each thread's share of the K loop and the
+    number of K slices (one memory round trip each) are its length.
+    The narrowest N tile that covers N."""
     big = _cdiv(m, 128) * _cdiv(n, 128 if n > 64 else 64) * splits >= FULL_WAVE_BLOCKS // 2
     if big:
         pn = 1 if n <= 32 else 2 if n <= 64 else 4
         return (4, pn, 16)
+    if _cdiv(m, 64) * _cdiv(n, 64) * splits < FULL_WAVE_BLOCKS // 8:
+        return (1, 1, 64)
     return (2, 1 if n <= 32 else 2, 32)
 
 

@@ -21,7 +21,7 @@ def _gate(on=1):
 
 def _step(nets, isv_d):
     n = nets.layout.n_params
-    KA.rl_grad_guard[KA.N_MODULES, KA.REDUCE_BLOCK](_gate(), nets.grads, nets.table, isv_d, nets.adam_state)
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.table, isv_d, nets.adam_state)
     KA.rl_adam[(n + G.ELEMWISE_BLOCK - 1) // G.ELEMWISE_BLOCK, G.ELEMWISE_BLOCK](
         _gate(), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv_d, nets.adam_state)
 
@@ -74,7 +74,7 @@ def test_adam_gate_zero_changes_nothing(rng):
     nets.grads.copy_to_device(nonzero_uniform(rng, nets.layout.n_params))
     isv_d = cuda.to_device(S.bootstrap_vector())
     n = nets.layout.n_params
-    KA.rl_grad_guard[KA.N_MODULES, KA.REDUCE_BLOCK](_gate(0), nets.grads, nets.table, isv_d, nets.adam_state)
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(0), nets.grads, nets.table, isv_d, nets.adam_state)
     KA.rl_adam[(n + 255) // 256, 256](_gate(0), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n),
                                       nets.table, isv_d, nets.adam_state)
     after = nets.state_dict()
