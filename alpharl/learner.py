@@ -236,7 +236,7 @@ class Learner:
 
         # 8. loss means, (h) grad norms + non-finite guard, Adam on every module
         KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK, st](gate, self.losses, i32(s), i32(m), i32(b), isv)
-        KA.rl_grad_guard[KA.N_MODULES, KA.REDUCE_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state)
+        KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state)
         KA.rl_adam[eb(lay.n_params)](gate, p, gr, nets.adam_m, nets.adam_v, i32(lay.n_params), nets.table, isv,
                                      nets.adam_state)
         return self.outputs(b, m)
