@@ -220,12 +220,13 @@ class Learner:
 
         # 6. narrow layers' backward: [dW; db] of q.val (rows s), pi, V, BCE, AUX (rows s_t); dh(s_t), dh(s) += q.val's
         n_chunks, chunk_rows = KN.dw_split(max(b, m))
-        KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.NARROW_BLOCK, st](
+        KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.DW_THREADS, st](
             gate, self.h, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
             i32(chunk_rows), self.narrow_partial)
         KN.rl_narrow_dw_reduce[nb((h + 1) * KN.N_COLS)](gate, self.narrow_partial, offs, i32(n_chunks), i32(h), gr)
-        KN.rl_narrow_backward_dx[nb(grows * h)](gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce,
-                                                self.daux, i32(b), i32(m), i32(h), self.dh)
+        KN.rl_narrow_backward_dx[KN.dx_grid(grows, h), KN.NARROW_BLOCK, st](
+            gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
+            self.dh)
 
         # 7. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2)
         h1_g = hv(self.h1, 0, grows)

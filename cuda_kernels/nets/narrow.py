@@ -22,10 +22,21 @@ target network's q.val on its own encoder output at s'.
   layers, split over the rows into per-chunk partials, then summed over the
   chunks in chunk order into each layer's block of the gradient buffer.
 
+Tiling. Every kernel stages its operands in shared memory once per block and
+gives each thread a small register block, so that one shared load feeds
+several FMAs (an SM issues about one warp-wide shared load per clock against
+four warp-wide FMAs): the forward and dW threads own COL_GROUP adjacent narrow
+columns (``N_COL_GROUPS`` groups; q.val's columns are whole groups, so a group
+belongs to the env rows or to the replay rows, never both) times a few rows
+(forward) or hidden units (dW); the dX threads own a few rows of one hidden
+unit. The dY of a tile is gathered into one [rows, N_COLS] shared block once
+(``stage_dy``), with zeros where a row does not feed a layer: a zero term
+leaves a float sum unchanged, so no thread branches per column.
+
 Determinism: every output is one thread's sum in a fixed order; no atomics.
 """
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32, uint64
 
 from alpharl.cuda_kernels.nets.heads import v_dq_of
 from alpharl.cuda_kernels.registry import kernel
@@ -45,19 +56,55 @@ N_COLS = COL_AUX + 1
 #: Columns of every online row (q.val, v.out); columns from COL_PI on are the env rows' at t only.
 N_ALL_ROW_COLS = COL_PI
 
-#: Forward: rows of one block; one thread per (row, narrow column).
-FWD_ROWS = 8
-FWD_THREADS = FWD_ROWS * N_COLS
-#: Forward: the block's q.val outputs kept for V_dq.
-FWD_Q_SH = FWD_ROWS * N_ATOMS
-#: Forward: hidden units staged through shared memory per step (any hidden runs in steps of this).
+#: Narrow columns of one forward / dW thread, and the column groups; q.val is the first Q_COL_GROUPS groups.
+COL_GROUP = 3
+N_COL_GROUPS = N_COLS // COL_GROUP
+Q_COL_GROUPS = N_ATOMS // COL_GROUP
+assert N_COLS % COL_GROUP == 0 and N_ATOMS % COL_GROUP == 0, "a column group must not straddle q.val's end"
+
+#: Hidden units staged through shared memory per step (any hidden runs in steps of this), and the
+#: padded row stride of a staged h tile (rows of a warp's reads then sit in distinct banks).
 K_CHUNK = 32
-#: Threads per block of the elementwise dX, the dW partials and the reduce.
+H_STRIDE = K_CHUNK + 1
+#: Forward: a block owns FWD_ROWS rows of one kind; thread (column group g, row group rg) computes
+#: the group's COL_GROUP columns on rows rg + FWD_GROUPS i, i < FWD_PER.
+FWD_GROUPS = 16
+FWD_PER = 4
+FWD_ROWS = FWD_GROUPS * FWD_PER
+FWD_THREADS = N_COL_GROUPS * FWD_GROUPS
+FWD_ACC = FWD_PER * COL_GROUP
+#: Threads per block of the dX and the reduce.
 NARROW_BLOCK = 256
+#: dX: a block owns DX_ROWS rows x DX_K hidden units; thread (k, row group rg) sums rows rg + DX_GROUPS i.
+DX_K = 32
+DX_GROUPS = NARROW_BLOCK // DX_K
+DX_PER = 4
+DX_ROWS = DX_GROUPS * DX_PER
+#: dW: a block owns one row chunk x DW_K hidden units (the ones row: the first k block); thread
+#: (column group g, k group kg) owns k = kg + DW_GROUPS i, i < DW_PER; rows stage DW_R at a time.
+DW_GROUPS = 16
+DW_PER = 2
+DW_K = DW_GROUPS * DW_PER
+DW_THREADS = N_COL_GROUPS * DW_GROUPS
+DW_ACC = DW_PER * COL_GROUP
+DW_R = 32
+#: dW: the replay rows' h tile follows the env rows' at this offset; the extra half bank row puts
+#: the two tiles' reads of one warp in distinct banks.
+DW_X_TILE = DW_R * DW_K + 16
 #: dW split over rows: at least this many rows per chunk, at most this many chunks
 #: (the reduce then sums at most that many partials per element).
-DW_MIN_ROWS = 32
-DW_MAX_CHUNKS = 128
+DW_MIN_ROWS = 64
+DW_MAX_CHUNKS = 32
+#: Shared array sizes (the typer takes plain constants only), in floats.
+FWD_H_SH = FWD_ROWS * H_STRIDE
+FWD_W_SH = K_CHUNK * N_COLS
+FWD_Y_SH = FWD_ROWS * N_COLS
+DX_W_SH = N_COLS * DX_K
+DX_DY_SH = DX_ROWS * N_COLS
+DW_X_SH = DW_X_TILE + DW_R * DW_K
+DW_DY_SH = DW_R * N_COLS
+#: Reduce: partials loaded per step (loads in flight together; the sum stays in chunk order).
+REDUCE_UNROLL = 4
 
 
 def layer_offsets(layout) -> np.ndarray:
@@ -84,8 +131,13 @@ def fwd_grid(n_rows: int, n_target: int) -> int:
 
 
 def dw_grid(rows: int, hidden: int) -> tuple[int, int]:
-    """Grid of rl_narrow_backward_dw: (chunks, blocks over the (hidden + 1) N_COLS outputs)."""
-    return dw_split(rows)[0], -(-(hidden + 1) * N_COLS // NARROW_BLOCK)
+    """Grid of rl_narrow_backward_dw: (chunks, blocks of DW_K hidden units)."""
+    return dw_split(rows)[0], -(-hidden // DW_K)
+
+
+def dx_grid(n_rows: int, hidden: int) -> tuple[int, int]:
+    """Grid of rl_narrow_backward_dx over n_rows = n_b + n_m rows: (row tiles, blocks of DX_K hidden units)."""
+    return -(-n_rows // DX_ROWS), -(-hidden // DX_K)
 
 
 @cuda.jit(device=True)
@@ -103,17 +155,73 @@ def col_layer(c):
 
 
 @cuda.jit(device=True)
-def narrow_dy(l, j, r, d_val, dv, d_pi, dbce, daux):
-    """d(loss)/d(output j of layer l) at that layer's row r (q.val: replay row s; the others: env row t)."""
-    if l == LAYER_Q:
-        return d_val[r * N_ATOMS + j]
-    if l == LAYER_V:
-        return dv[r]
-    if l == LAYER_PI:
-        return d_pi[r * N_ACTIONS + j]
-    if l == LAYER_BCE:
-        return dbce[r]
-    return daux[r]
+def stage_col_table(offsets, col_base, col_stride, tid):
+    """Thread tid < N_COLS: col_base[c] = offset of W[0, c] in the flat buffer, col_stride[c] = its row
+    stride (the layer's n_out), c = tid; W[k, c] = params[col_base[c] + k col_stride[c]]."""
+    if tid < N_COLS:
+        l, n_out, j = col_layer(tid)
+        col_base[tid] = offsets[l] + j
+        col_stride[tid] = n_out
+
+
+@cuda.jit(device=True)
+def stage_w(w, col_base, col_stride, n_cols, k0, n_k, hidden, sh, s_k, s_c, tid, n_threads):
+    """sh[kk s_k + c s_c] = W[k0 + kk, c] for kk < n_k, c < N_COLS (0 for c >= n_cols or k0 + kk >= hidden)."""
+    for i in range(tid, n_k * N_COLS, n_threads):
+        c = i // n_k
+        kk = i - c * n_k
+        v = float32(0.0)
+        if c < n_cols and k0 + kk < hidden:
+            v = w[col_base[c] + (k0 + kk) * col_stride[c]]
+        sh[kk * s_k + c * s_c] = v
+
+
+@cuda.jit(device=True)
+def stage_rows(x, row0, n_valid, k0, hidden, sh, base, n_tile, stride, tid, n_threads):
+    """sh[base + ri stride + kk] = x[row0 + ri, k0 + kk] (x: [*, hidden]) for ri < n_tile, kk < K_CHUNK;
+    0 for ri >= n_valid or k0 + kk >= hidden."""
+    for i in range(tid, n_tile * K_CHUNK, n_threads):
+        ri = i // K_CHUNK
+        kk = i - ri * K_CHUNK
+        v = float32(0.0)
+        if ri < n_valid and k0 + kk < hidden:
+            v = x[(row0 + ri) * hidden + k0 + kk]
+        sh[base + ri * stride + kk] = v
+
+
+@cuda.jit(device=True)
+def stage_dy(sh, n_tile, env0, n_env, rep0, n_rep, d_val, dv, d_pi, dbce, daux, tid, n_threads):
+    """sh[rr, c] ([n_tile, N_COLS] flat) = d(loss)/d(narrow column c) of tile row rr: the q.val columns
+    from replay row rep0 + rr (d_val, rows 0 <= . < n_rep), the others from env row env0 + rr (dv, d_pi,
+    dbce, daux, rows 0 <= . < n_env); 0 where that row does not exist."""
+    for i in range(tid, n_tile * N_ATOMS, n_threads):
+        rr = i // N_ATOMS
+        j = i - rr * N_ATOMS
+        r = rep0 + rr
+        v = float32(0.0)
+        if 0 <= r < n_rep:
+            v = d_val[r * N_ATOMS + j]
+        sh[rr * N_COLS + COL_Q + j] = v
+    for i in range(tid, n_tile * N_ACTIONS, n_threads):
+        rr = i // N_ACTIONS
+        j = i - rr * N_ACTIONS
+        r = env0 + rr
+        v = float32(0.0)
+        if 0 <= r < n_env:
+            v = d_pi[r * N_ACTIONS + j]
+        sh[rr * N_COLS + COL_PI + j] = v
+    for rr in range(tid, n_tile, n_threads):
+        r = env0 + rr
+        a = float32(0.0)
+        b = float32(0.0)
+        c = float32(0.0)
+        if 0 <= r < n_env:
+            a = dv[r]
+            b = dbce[r]
+            c = daux[r]
+        sh[rr * N_COLS + COL_V] = a
+        sh[rr * N_COLS + COL_BCE] = b
+        sh[rr * N_COLS + COL_AUX] = c
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32[::1], int32, int32, int32, "
@@ -128,19 +236,25 @@ def rl_narrow_forward(gate, h, th, params, target, offsets, n_rows, n_b, n_t, hi
     target buffer is the online buffer's prefix: same offsets). y = h W + b, the sum over
     k in order, then + b.
 
-    A block owns FWD_ROWS rows of one kind (online tiles first, then target tiles) and
-    runs one thread per (row, narrow column); h rows and W columns stage through shared
-    memory K_CHUNK hidden units at a time. Launch [fwd_grid(n_rows, n_t), FWD_THREADS].
-    gate[0] == 0: writes nothing.
+    A block owns FWD_ROWS rows of one kind (online tiles first, then target tiles, which
+    use the q.val columns only). Per K_CHUNK step it stages its h rows and the chunk of the
+    whole narrow W in shared memory; thread (g, rg) accumulates columns COL_GROUP g + 0..2
+    on rows rg + FWD_GROUPS i (FWD_ACC registers). The results go through shared memory
+    (V_dq reads its row there) and out in row-contiguous, coalesced stores.
+    Launch [fwd_grid(n_rows, n_t), FWD_THREADS]. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
         return
-    h_sh = cuda.shared.array((FWD_ROWS, K_CHUNK), float32)
-    w_sh = cuda.shared.array((K_CHUNK, N_COLS), float32)
-    q_sh = cuda.shared.array(FWD_Q_SH, float32)
+    h_sh = cuda.shared.array(FWD_H_SH, float32)
+    w_sh = cuda.shared.array(FWD_W_SH, float32)
+    y_sh = cuda.shared.array(FWD_Y_SH, float32)
+    b_sh = cuda.shared.array(N_COLS, float32)
+    col_base = cuda.shared.array(N_COLS, int32)
+    col_stride = cuda.shared.array(N_COLS, int32)
+    acc = cuda.local.array(FWD_ACC, float32)
     tid = cuda.threadIdx.x
-    rr = tid // N_COLS
-    c = tid - rr * N_COLS
+    g = tid % N_COL_GROUPS
+    rg = tid // N_COL_GROUPS
     online_tiles = (n_rows + FWD_ROWS - 1) // FWD_ROWS
     online = cuda.blockIdx.x < online_tiles
     if online:
@@ -155,49 +269,60 @@ def rl_narrow_forward(gate, h, th, params, target, offsets, n_rows, n_b, n_t, hi
         x = th
         w = target
         n_cols = N_ATOMS
-    row = r0 + rr
-    l, n_out, j = col_layer(c)
-    active = row < n and c < n_cols and (c < N_ALL_ROW_COLS or row < n_b)
-    acc = float32(0.0)
-    for k0 in range(0, hidden, K_CHUNK):
-        # Stage h[r0:r0 + FWD_ROWS, k0:k0 + K_CHUNK] and W[k0:k0 + K_CHUNK, :] (zeros outside).
-        for i in range(tid, FWD_ROWS * K_CHUNK, FWD_THREADS):
-            ri = i // K_CHUNK
-            kk = i - ri * K_CHUNK
-            v = float32(0.0)
-            if r0 + ri < n and k0 + kk < hidden:
-                v = x[(r0 + ri) * hidden + k0 + kk]
-            h_sh[ri, kk] = v
-        for i in range(tid, K_CHUNK * N_COLS, FWD_THREADS):
-            kk = i // N_COLS
-            ci = i - kk * N_COLS
-            li, no, ji = col_layer(ci)
-            v = float32(0.0)
-            if ci < n_cols and k0 + kk < hidden:
-                v = w[offsets[li] + (k0 + kk) * no + ji]
-            w_sh[kk, ci] = v
-        cuda.syncthreads()
-        for kk in range(K_CHUNK):
-            acc += h_sh[rr, kk] * w_sh[kk, c]
-        cuda.syncthreads()
-    if active:
-        y = acc + w[offsets[l] + hidden * n_out + j]
-        if not online:
-            t_val[row * N_ATOMS + c] = y
-        elif l == LAYER_Q:
-            q_val[row * N_ATOMS + j] = y
-            q_sh[rr * N_ATOMS + j] = y
-        elif l == LAYER_V:
-            v_out[row] = y
-        elif l == LAYER_PI:
-            pi_logits[row * N_ACTIONS + j] = y
-        elif l == LAYER_BCE:
-            bce_out[row] = y
-        else:
-            aux_out[row] = y
+    nr = min(FWD_ROWS, n - r0)
+    stage_col_table(offsets, col_base, col_stride, tid)
     cuda.syncthreads()
-    if online and c == COL_Q and row < n:
-        v_dq[row] = v_dq_of(q_sh, rr * N_ATOMS)
+    if tid < N_COLS:
+        bias = float32(0.0)
+        if tid < n_cols:
+            bias = w[col_base[tid] + hidden * col_stride[tid]]
+        b_sh[tid] = bias
+    for i in range(FWD_ACC):
+        acc[i] = float32(0.0)
+    hb = uint64(rg * H_STRIDE)
+    wb = uint64(g * COL_GROUP)
+    for k0 in range(0, hidden, K_CHUNK):
+        stage_rows(x, r0, nr, k0, hidden, h_sh, 0, FWD_ROWS, H_STRIDE, tid, FWD_THREADS)
+        stage_w(w, col_base, col_stride, n_cols, k0, K_CHUNK, hidden, w_sh, N_COLS, 1, tid, FWD_THREADS)
+        cuda.syncthreads()
+        hk = hb   # running shared offsets (uint64: no index wraparound tests in the loop)
+        wk = wb
+        for _ in range(K_CHUNK):
+            w0 = w_sh[wk]
+            w1 = w_sh[wk + uint64(1)]
+            w2 = w_sh[wk + uint64(2)]
+            for i in range(FWD_PER):
+                xv = h_sh[hk + uint64(i * FWD_GROUPS * H_STRIDE)]
+                acc[COL_GROUP * i] += xv * w0
+                acc[COL_GROUP * i + 1] += xv * w1
+                acc[COL_GROUP * i + 2] += xv * w2
+            hk += uint64(1)
+            wk += uint64(N_COLS)
+        cuda.syncthreads()
+    for i in range(FWD_PER):
+        for j in range(COL_GROUP):
+            c = g * COL_GROUP + j
+            y_sh[(rg + FWD_GROUPS * i) * N_COLS + c] = acc[COL_GROUP * i + j] + b_sh[c]
+    cuda.syncthreads()
+    # Row-contiguous stores: q.val (or the target's) is [rows, N_ATOMS], pi [rows, N_ACTIONS].
+    for i in range(tid, nr * N_ATOMS, FWD_THREADS):
+        rr = i // N_ATOMS
+        v = y_sh[rr * N_COLS + COL_Q + i - rr * N_ATOMS]
+        if online:
+            q_val[r0 * N_ATOMS + i] = v
+        else:
+            t_val[r0 * N_ATOMS + i] = v
+    if online:
+        for rr in range(tid, nr, FWD_THREADS):
+            v_out[r0 + rr] = y_sh[rr * N_COLS + COL_V]
+            v_dq[r0 + rr] = v_dq_of(y_sh, rr * N_COLS + COL_Q)
+        n_env = min(nr, n_b - r0)   # rows of this tile in the env batch at t (may be <= 0)
+        for i in range(tid, n_env * N_ACTIONS, FWD_THREADS):
+            rr = i // N_ACTIONS
+            pi_logits[r0 * N_ACTIONS + i] = y_sh[rr * N_COLS + COL_PI + i - rr * N_ACTIONS]
+        for rr in range(tid, n_env, FWD_THREADS):
+            bce_out[r0 + rr] = y_sh[rr * N_COLS + COL_BCE]
+            aux_out[r0 + rr] = y_sh[rr * N_COLS + COL_AUX]
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], int32[::1], float32[::1], float32[::1], float32[::1], "
@@ -208,32 +333,58 @@ def rl_narrow_backward_dx(gate, h, params, offsets, d_val, dv, d_pi, dbce, daux,
     Rows r < n_b: dh = sum over v.out, pi.out, bce.out, aux.out of (dY W^T)[r, k] (written).
     Rows s = r - n_b: dh = dh (the Q advantage stream's dX, already there) + (d_val W_q^T)[s, k].
     The sum runs over the narrow columns in order. dY: d_val [n_m, N_ATOMS], dv, dbce,
-    daux [n_b], d_pi [n_b, N_ACTIONS]. One thread per element of dh.
-    Launch [ceil((n_b + n_m) hidden / NARROW_BLOCK), NARROW_BLOCK]. gate[0] == 0: writes nothing.
+    daux [n_b], d_pi [n_b, N_ACTIONS].
+
+    A block owns DX_ROWS rows x DX_K hidden units: it stages that slice of W^T and its rows'
+    dY (``stage_dy``: zero in the columns a row does not feed), then thread (k, rg) sums
+    rows rg + DX_GROUPS i over the columns the block's rows feed (COL_V.. for env rows,
+    ..COL_V for replay rows, all where the tile holds both: the added terms are zeros).
+    Launch [dx_grid(n_b + n_m, hidden), NARROW_BLOCK]. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
         return
-    i = cuda.grid(1)
-    if i >= (n_b + n_m) * hidden:
-        return
-    r = i // hidden
-    k = i - r * hidden
-    acc = float32(0.0)
-    if r < n_b:
-        c_begin = COL_V
-        c_end = N_COLS
-        lr = r
-    else:
+    wt_sh = cuda.shared.array(DX_W_SH, float32)
+    dy_sh = cuda.shared.array(DX_DY_SH, float32)
+    col_base = cuda.shared.array(N_COLS, int32)
+    col_stride = cuda.shared.array(N_COLS, int32)
+    acc = cuda.local.array(DX_PER, float32)
+    tid = cuda.threadIdx.x
+    kx = tid % DX_K
+    rg = tid // DX_K
+    r0 = cuda.blockIdx.x * DX_ROWS
+    k0 = cuda.blockIdx.y * DX_K
+    n = n_b + n_m
+    stage_col_table(offsets, col_base, col_stride, tid)
+    cuda.syncthreads()
+    stage_w(params, col_base, col_stride, N_COLS, k0, DX_K, hidden, wt_sh, 1, DX_K, tid, NARROW_BLOCK)
+    stage_dy(dy_sh, DX_ROWS, r0, n_b, r0 - n_b, n_m, d_val, dv, d_pi, dbce, daux, tid, NARROW_BLOCK)
+    cuda.syncthreads()
+    c_begin = COL_V
+    if r0 + DX_ROWS > n_b:   # the tile holds replay rows
         c_begin = COL_Q
-        c_end = COL_Q + N_ATOMS
-        lr = r - n_b
-    for c in range(c_begin, c_end):
-        l, n_out, j = col_layer(c)
-        acc += narrow_dy(l, j, lr, d_val, dv, d_pi, dbce, daux) * params[offsets[l] + k * n_out + j]
-    if r >= n_b:
-        acc += dh[i]
-    y = h[i]
-    dh[i] = acc * (float32(1.0) - y * y)
+    c_end = N_ATOMS
+    if r0 < n_b:             # the tile holds env rows
+        c_end = N_COLS
+    for i in range(DX_PER):
+        acc[i] = float32(0.0)
+    dk = uint64(rg * N_COLS + c_begin)   # running shared offsets
+    wk = uint64(c_begin * DX_K + kx)
+    for _ in range(c_end - c_begin):
+        wv = wt_sh[wk]
+        for i in range(DX_PER):
+            acc[i] += dy_sh[dk + uint64(i * DX_GROUPS * N_COLS)] * wv
+        dk += uint64(1)
+        wk += uint64(DX_K)
+    k = k0 + kx
+    for i in range(DX_PER):
+        r = r0 + rg + DX_GROUPS * i
+        if r < n and k < hidden:
+            o = r * hidden + k
+            a = acc[i]
+            if r >= n_b:
+                a += dh[o]
+            y = h[o]
+            dh[o] = a * (float32(1.0) - y * y)
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
@@ -242,44 +393,80 @@ def rl_narrow_backward_dw(gate, h, d_val, dv, d_pi, dbce, daux, n_b, n_m, hidden
     """Per-chunk partial [dW; db] of the five narrow layers.
 
     partial[z, k, c] (flat, [n_chunks, hidden + 1, N_COLS]) = sum over the layer's rows
-    r in chunk z = [z chunk_rows, (z + 1) chunk_rows) of x[r, k] dY[r, c], x = h at the
-    layer's rows (q.val: the replay rows s = h[n_b + r]; the others: h[r], r < n_b) and
-    x[r, hidden] = 1 (the ones row: db). A chunk past a layer's rows writes 0.
-    Launch grid dw_grid(max(n_b, n_m), hidden), chunk_rows from dw_split, block NARROW_BLOCK.
+    r in chunk z = [z chunk_rows, (z + 1) chunk_rows) of x[r, k] dY[r, c], in row order,
+    x = h at the layer's rows (q.val: the replay rows s = h[n_b + r]; the others: h[r],
+    r < n_b) and x[r, hidden] = 1 (the ones row: db). A chunk past a layer's rows writes 0.
+
+    Block (z, y) owns chunk z and hidden units [y DW_K, (y + 1) DW_K); blocks y = 0 also the
+    ones row. Per DW_R rows it stages the env rows' and the replay rows' h slices and the
+    rows' dY (``stage_dy``); thread (g, kg) accumulates columns COL_GROUP g + 0..2 at
+    k = kg + DW_GROUPS i from the tile its group reads (g < Q_COL_GROUPS: replay rows).
+    Launch grid dw_grid(max(n_b, n_m), hidden), chunk_rows from dw_split, block DW_THREADS.
     gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
         return
-    o = cuda.blockIdx.y * NARROW_BLOCK + cuda.threadIdx.x
+    x_sh = cuda.shared.array(DW_X_SH, float32)
+    dy_sh = cuda.shared.array(DW_DY_SH, float32)
+    acc = cuda.local.array(DW_ACC, float32)
+    ones = cuda.local.array(COL_GROUP, float32)
+    tid = cuda.threadIdx.x
+    g = tid % N_COL_GROUPS
+    kg = tid // N_COL_GROUPS
+    z = cuda.blockIdx.x
+    k0 = cuda.blockIdx.y * DW_K
+    with_ones = cuda.blockIdx.y == 0
+    r_begin = z * chunk_rows
+    r_stop = min(r_begin + chunk_rows, max(n_b, n_m))
+    for i in range(DW_ACC):
+        acc[i] = float32(0.0)
+    for j in range(COL_GROUP):
+        ones[j] = float32(0.0)
+    xb = uint64(kg)
+    if g < Q_COL_GROUPS:
+        xb += uint64(DW_X_TILE)
+    cb = uint64(g * COL_GROUP)
+    for rt in range(r_begin, r_stop, DW_R):
+        stage_rows(h, rt, n_b - rt, k0, hidden, x_sh, 0, DW_R, DW_K, tid, DW_THREADS)
+        stage_rows(h, n_b + rt, n_m - rt, k0, hidden, x_sh, DW_X_TILE, DW_R, DW_K, tid, DW_THREADS)
+        stage_dy(dy_sh, DW_R, rt, n_b, rt, n_m, d_val, dv, d_pi, dbce, daux, tid, DW_THREADS)
+        cuda.syncthreads()
+        dk = cb   # running shared offsets
+        xk = xb
+        for _ in range(min(DW_R, r_stop - rt)):
+            d0 = dy_sh[dk]
+            d1 = dy_sh[dk + uint64(1)]
+            d2 = dy_sh[dk + uint64(2)]
+            dk += uint64(N_COLS)
+            for i in range(DW_PER):
+                xv = x_sh[xk + uint64(i * DW_GROUPS)]
+                acc[COL_GROUP * i] += xv * d0
+                acc[COL_GROUP * i + 1] += xv * d1
+                acc[COL_GROUP * i + 2] += xv * d2
+            if with_ones:
+                ones[0] += d0
+                ones[1] += d1
+                ones[2] += d2
+            xk += uint64(DW_K)
+        cuda.syncthreads()
     size = (hidden + 1) * N_COLS
-    if o >= size:
-        return
-    k = o // N_COLS
-    c = o - k * N_COLS
-    l, n_out, j = col_layer(c)
-    if l == LAYER_Q:
-        n = n_m
-        row0 = n_b
-    else:
-        n = n_b
-        row0 = 0
-    r_begin = cuda.blockIdx.x * chunk_rows
-    r_end = min(n, r_begin + chunk_rows)
-    acc = float32(0.0)
-    for r in range(r_begin, r_end):
-        dy = narrow_dy(l, j, r, d_val, dv, d_pi, dbce, daux)
-        if k == hidden:
-            acc += dy
-        else:
-            acc += h[(row0 + r) * hidden + k] * dy
-    partial[cuda.blockIdx.x * size + o] = acc
+    base = z * size + g * COL_GROUP
+    for i in range(DW_PER):
+        k = k0 + kg + DW_GROUPS * i
+        if k < hidden:
+            for j in range(COL_GROUP):
+                partial[base + k * N_COLS + j] = acc[COL_GROUP * i + j]
+    if with_ones and kg == 0:
+        for j in range(COL_GROUP):
+            partial[base + hidden * N_COLS + j] = ones[j]
 
 
 @kernel("void(int32[::1], float32[::1], int32[::1], int32, int32, float32[::1])")
 def rl_narrow_dw_reduce(gate, partial, offsets, n_chunks, hidden, grads):
     """grads[layer l's block][k, j] = sum over chunks z (in order) of partial[z, k, c], c = layer l's column j.
 
-    Writes every element of the five narrow layers' [dW; db] blocks.
+    Writes every element of the five narrow layers' [dW; db] blocks. The partials load
+    REDUCE_UNROLL at a time (in flight together); the adds stay in chunk order.
     Launch [ceil((hidden + 1) N_COLS / NARROW_BLOCK), NARROW_BLOCK]. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
@@ -288,9 +475,18 @@ def rl_narrow_dw_reduce(gate, partial, offsets, n_chunks, hidden, grads):
     size = (hidden + 1) * N_COLS
     if o >= size:
         return
+    part = cuda.local.array(REDUCE_UNROLL, float32)
     acc = float32(0.0)
-    for z in range(n_chunks):
+    z = 0
+    while z + REDUCE_UNROLL <= n_chunks:
+        for u in range(REDUCE_UNROLL):
+            part[u] = partial[(z + u) * size + o]
+        for u in range(REDUCE_UNROLL):
+            acc += part[u]
+        z += REDUCE_UNROLL
+    while z < n_chunks:
         acc += partial[z * size + o]
+        z += 1
     k = o // N_COLS
     c = o - k * N_COLS
     l, n_out, j = col_layer(c)

@@ -45,6 +45,7 @@ def _run_forward(gate, h, th, p, target, lay, n_b, outs):
         *outs.values())
 
 
+# (300, 75, 70): several row tiles with a ragged last one, the env rows ending inside a tile, two target tiles.
 @pytest.mark.parametrize("n_rows, n_b, n_t", [(1, 1, 1), (67, 20, 13), (300, 75, 70)])
 def test_narrow_forward_matches_reference(rng, n_rows, n_b, n_t):
     lay, p, target = _layout_params(rng)
@@ -75,13 +76,13 @@ def _run_backward(gate, h, p, lay, n_b, dy, dh_s, grads, dh):
     rows = max(n_b, n_m)
     n_chunks, chunk_rows = KN.dw_split(rows)
     partial = poisoned(KN.dw_partial_size(rows, HIDDEN))
-    KN.rl_narrow_backward_dw[KN.dw_grid(rows, HIDDEN), KN.NARROW_BLOCK](
+    KN.rl_narrow_backward_dw[KN.dw_grid(rows, HIDDEN), KN.DW_THREADS](
         gate, hd, *dys, np.int32(n_b), np.int32(n_m), np.int32(HIDDEN), np.int32(chunk_rows), partial)
     size = (HIDDEN + 1) * KN.N_COLS
     KN.rl_narrow_dw_reduce[-(-size // KN.NARROW_BLOCK), KN.NARROW_BLOCK](
         gate, partial, offs, np.int32(n_chunks), np.int32(HIDDEN), grads)
     dh.copy_to_device(np.concatenate([np.full((n_b, HIDDEN), np.nan, np.float32), dh_s]).ravel())
-    KN.rl_narrow_backward_dx[-(-(n_b + n_m) * HIDDEN // KN.NARROW_BLOCK), KN.NARROW_BLOCK](
+    KN.rl_narrow_backward_dx[KN.dx_grid(n_b + n_m, HIDDEN), KN.NARROW_BLOCK](
         gate, hd, pd, offs, *dys, np.int32(n_b), np.int32(n_m), np.int32(HIDDEN), dh)
     return n_chunks
 
@@ -96,6 +97,8 @@ def _narrow_loss(p, pre, lay, n_b, dy, dh_s):
             + (f["aux_out"] * dy["daux"]).sum() + (h[n_b:] * dh_s).sum())
 
 
+# dX: tiles holding both env and replay rows, a ragged last tile; dW: chunks of several staged row tiles
+# (300, 20), replay rows past the env rows (9, 70), a chunk count that is not a multiple of REDUCE_UNROLL.
 @pytest.mark.parametrize("n_b, n_m", [(1, 1), (67, 13), (9, 70), (300, 20)])
 def test_narrow_backward_matches_reference_and_finite_differences(rng, n_b, n_m):
     lay, p, _ = _layout_params(rng)
