@@ -10,13 +10,14 @@ Rows. One encoder pass serves everything: the stacked input is
 [s_t (B) | s (M) | s' (M) | s_{t+1} (B)] (env batch at t, replay minibatch at s
 and s', env batch at t+1). Only [s_t | s] get gradients, and they come first.
 
-Sequence (all at the current parameters theta, then one Adam step), 26 launches:
+Sequence (all at the current parameters theta, then one Adam step), 29 launches:
  1. rl_stack_obs; encoder forward (online, 2 GEMMs) on all 2B + 2M rows; target
     encoder (2) on s';
  2. heads forward: the Q advantage stream (GEMM) on [s | s'] and the target's on
-    s'; rl_narrow_forward: every narrow layer in one launch (Q value stream and V
-    on all rows, V_dq from the value stream, pi, BCE, AUX on s_t, the target's
-    value stream on s');
+    s'; every narrow layer as one GEMM (Launcher.narrow_forward: gather the five
+    layers' weights side by side, the GEMM, scatter into the layers' outputs with
+    V_dq: Q value stream and V on all rows, pi, BCE, AUX on s_t); the target's
+    value stream on s' (GEMM);
  3. (a) Q: argmax_expected_q on the online net at s' -> a*; rl_c51_loss (target
     net's distribution at (s', a*), projection, CE with IS weights); the advantage
     stream's dW (GEMM + split reduce) and dX -> dh(s);
@@ -132,6 +133,7 @@ class Learner:
 
         self.narrow_partial = buf(KN.dw_partial_size(max(self.max_b, self.max_m), h))
         self.narrow_offsets = cuda.to_device(KN.layer_offsets(lay))
+        self.w_narrow, self.y_narrow = buf((h + 1) * KN.N_COLS), buf(rows * KN.N_COLS)
         self._outputs: dict = {}
 
     # -------------------------------------------------------------- outputs
@@ -192,9 +194,9 @@ class Learner:
         ln.forward(gate, self.th1, m, L["enc.l2"], tg, self.th, TANH)
         ln.forward(gate, hv(self.h, o_s, o_tp1), 2 * m, L["q.adv"], p, self.q_adv, NONE)
         ln.forward(gate, self.th, m, L["q.adv"], tg, self.t_adv, NONE)
-        KN.rl_narrow_forward[KN.fwd_grid(rows, m), KN.FWD_THREADS, st](
-            gate, self.h, self.th, p, tg, offs, i32(rows), i32(b), i32(m), i32(h), self.q_val, self.v_out,
-            self.pi_logits, self.bce_out, self.aux_out, self.v_dq, self.t_val)
+        ln.narrow_forward(gate, self.h, rows, b, p, offs, self.w_narrow, self.y_narrow,
+                          (self.q_val, self.v_out, self.pi_logits, self.bce_out, self.aux_out, self.v_dq))
+        ln.forward(gate, self.th, m, L["q.val"], tg, self.t_val, NONE)
 
         # 3. (a) Q: Double-DQN C51 target, CE with IS weights, advantage stream backward
         argmax_expected_q[(*argmax_expected_q_grid(m), st)](

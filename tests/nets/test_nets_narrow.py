@@ -7,15 +7,16 @@ from numba import cuda
 from support import assert_all_written, central_differences, nonzero_uniform, poisoned
 
 from alpharl import isv as S
+from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets import losses as KL
 from alpharl.cuda_kernels.nets import narrow as KN
 from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
-from alpharl.nets import NetLayout
+from alpharl.nets import Launcher, NetLayout
 from alpharl.reference import narrow as N
 from alpharl.reference import nets as R
 from alpharl.sizes import N_ACTIONS, N_ATOMS
 
-#: Not a multiple of K_CHUNK: the forward's last hidden step is partial.
+#: Not a multiple of K_CHUNK: the backward's last hidden step is partial.
 HIDDEN = KN.K_CHUNK + 8
 OBS_DIM = 3
 
@@ -38,14 +39,18 @@ def _forward_outputs(n_rows, n_b, n_t):
 
 
 def _run_forward(gate, h, th, p, target, lay, n_b, outs):
+    """The narrow forward as the learner launches it: Launcher.narrow_forward, then the target's q.val GEMM."""
     n_rows, n_t = len(h), len(th)
-    KN.rl_narrow_forward[KN.fwd_grid(n_rows, n_t), KN.FWD_THREADS](
-        gate, cuda.to_device(h.ravel()), cuda.to_device(th.ravel()), cuda.to_device(p), cuda.to_device(target),
-        cuda.to_device(KN.layer_offsets(lay)), np.int32(n_rows), np.int32(n_b), np.int32(n_t), np.int32(HIDDEN),
-        *outs.values())
+    ln = Launcher()
+    w_narrow, y_narrow = poisoned((HIDDEN + 1) * KN.N_COLS), poisoned(n_rows * KN.N_COLS)
+    ln.narrow_forward(gate, cuda.to_device(h.ravel()), n_rows, n_b, cuda.to_device(p),
+                      cuda.to_device(KN.layer_offsets(lay)), w_narrow, y_narrow,
+                      tuple(outs[k] for k in ("q_val", "v_out", "pi_logits", "bce_out", "aux_out", "v_dq")))
+    ln.forward(gate, cuda.to_device(th.ravel()), n_t, lay.layers["q.val"], cuda.to_device(target), outs["t_val"],
+               G.ACT_NONE)
 
 
-# (300, 75, 70): several row tiles with a ragged last one, the env rows ending inside a tile, two target tiles.
+# (300, 75, 70): several GEMM row tiles with a ragged last one, the env rows ending inside a tile.
 @pytest.mark.parametrize("n_rows, n_b, n_t", [(1, 1, 1), (67, 20, 13), (300, 75, 70)])
 def test_narrow_forward_matches_reference(rng, n_rows, n_b, n_t):
     lay, p, target = _layout_params(rng)
