@@ -119,6 +119,13 @@ def _make_stage(n_pairs, tk):
     u_slice = uint64(n_pairs * tk)
 
     @cuda.jit(device=True)
+    def slot(idx, x_fast):
+        """(xp, kk) of a thread's idx-th pair of the slice: xp fastest when x_fast, else kk."""
+        if x_fast:
+            return idx % u_pairs, idx // u_pairs
+        return idx // u_tk, idx % u_tk
+
+    @cuda.jit(device=True)
     def fetch(src, regs, tid, x0, x_len, k0, k_end, s_x, s_k, x_fast):
         """regs[2r], regs[2r+1] = S(x, k), S(x+1, k) for this thread's r-th pair of the slice at k0,
         S(x, k) = src[x s_x + k s_k], 0 outside x < x_len, k < k_end (all uint64). Consecutive
@@ -128,12 +135,7 @@ def _make_stage(n_pairs, tk):
             v0 = float32(0.0)
             v1 = float32(0.0)
             if idx < u_slice:
-                if x_fast:
-                    xp = idx % u_pairs
-                    kk = idx // u_pairs
-                else:
-                    kk = idx % u_tk
-                    xp = idx // u_tk
+                xp, kk = slot(idx, x_fast)
                 gx = x0 + uint64(2) * xp
                 gk = k0 + kk
                 if gk < k_end:
@@ -150,12 +152,7 @@ def _make_stage(n_pairs, tk):
         for r in range(n_loads):
             idx = tid + uint64(r * GEMM_THREADS)
             if idx < u_slice:
-                if x_fast:
-                    xp = idx % u_pairs
-                    kk = idx // u_pairs
-                else:
-                    kk = idx % u_tk
-                    xp = idx // u_tk
+                xp, kk = slot(idx, x_fast)
                 sh[base + kk * u_cols + xp] = pack2(regs[2 * r], regs[2 * r + 1])
 
     return fetch, store, n_loads

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 from numba import cuda
-from support import assert_all_written, nonzero_uniform, poisoned
+from support import assert_all_written, central_differences, nonzero_uniform, poisoned
 
 from alpharl import isv as S
 from alpharl.cuda_kernels.nets import heads as KH
@@ -17,7 +17,6 @@ from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 N = 7
 NQ = N_ACTIONS * N_ATOMS
-EPS = 1e-6
 
 
 def _gate():
@@ -26,21 +25,6 @@ def _gate():
 
 def _grid(n):
     return (n + KH.ROW_BLOCK - 1) // KH.ROW_BLOCK, KH.ROW_BLOCK
-
-
-def _fd(f, x):
-    """Central finite differences of the scalar f at float64 x (any shape)."""
-    g = np.zeros_like(x)
-    flat, gf = x.reshape(-1), g.reshape(-1)
-    for i in range(flat.size):
-        keep = flat[i]
-        flat[i] = keep + EPS
-        up = f(x)
-        flat[i] = keep - EPS
-        down = f(x)
-        flat[i] = keep
-        gf[i] = (up - down) / (2 * EPS)
-    return g
 
 
 def test_v_dq_and_dueling_logits_match_reference(rng):
@@ -143,8 +127,8 @@ def test_c51_loss_matches_reference_and_finite_differences(rng):
     np.testing.assert_allclose(td, td_ref, rtol=1e-4, atol=1e-5)
     m, _ = R.c51_target(f64["t_adv"], f64["t_val"], inp["a_star"], f64["reward"], f64["done"], gamma)
     lossf = lambda adv, val: R.c51_loss(adv, val, inp["actions"], m, f64["is_w"])[1]  # noqa: E731
-    fd_adv = _fd(lambda a: lossf(a, f64["val"]), f64["adv"].copy())
-    fd_val = _fd(lambda v: lossf(f64["adv"], v), f64["val"].copy())
+    fd_adv = central_differences(lambda a: lossf(a, f64["val"]), f64["adv"].copy())
+    fd_val = central_differences(lambda v: lossf(f64["adv"], v), f64["val"].copy())
     np.testing.assert_allclose(d_adv.reshape(N, NQ), fd_adv, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(d_val.reshape(N, N_ATOMS), fd_val, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(d_val_ref, fd_val, rtol=1e-5, atol=1e-8)
@@ -267,7 +251,7 @@ def test_ppo_loss_matches_reference_and_finite_differences(rng):
     np.testing.assert_allclose(ent, ref_h, rtol=1e-4)
     np.testing.assert_allclose(kl, ref_kl, rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-4)
-    fd = _fd(lambda x: R.ppo_loss_value(x, *args), logits.astype(np.float64))
+    fd = central_differences(lambda x: R.ppo_loss_value(x, *args), logits.astype(np.float64))
     np.testing.assert_allclose(d.reshape(n, N_ACTIONS), fd, rtol=1e-4, atol=1e-6)
 
 
@@ -284,7 +268,8 @@ def test_scalar_losses_match_reference_and_finite_differences(rng, kind):
                                 d, loss)
     ref_loss, ref_d = R.scalar_loss(kind, pred.astype(np.float64), target.astype(np.float64))
     np.testing.assert_allclose(assert_all_written(loss), ref_loss, rtol=1e-4, atol=1e-6)
-    fd = _fd(lambda x: R.scalar_loss(kind, x, target.astype(np.float64))[0].mean(), pred.astype(np.float64))
+    fd = central_differences(lambda x: R.scalar_loss(kind, x, target.astype(np.float64))[0].mean(),
+                             pred.astype(np.float64))
     np.testing.assert_allclose(assert_all_written(d), fd, rtol=1e-4, atol=1e-7)
     np.testing.assert_allclose(ref_d, fd, rtol=1e-6, atol=1e-9)
 
