@@ -59,7 +59,8 @@ def test_adam_bias_correction_lr_from_isv_and_nan_skip(rng):
             if np.isfinite(want):
                 np.testing.assert_allclose(got_isv[S.RL_OBS_Q_GRAD_NORM + k], want, rtol=1e-5)
     np.testing.assert_allclose(nets.params.copy_to_host(), p, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(nets.adam_m.copy_to_host(), m, rtol=1e-5, atol=1e-8)
+    # atol: m sums O(0.1) terms in float32, so a first moment near 0 keeps ~1e-8 of rounding
+    np.testing.assert_allclose(nets.adam_m.copy_to_host(), m, rtol=1e-5, atol=5e-8)
     np.testing.assert_allclose(nets.adam_v.copy_to_host(), v, rtol=1e-5, atol=1e-10)
     state = nets.adam_state.copy_to_host().reshape(len(MODULES), KA.STATE_COLS)
     np.testing.assert_array_equal(state[:, KA.STATE_STEP], t)

@@ -60,9 +60,13 @@ def test_narrow_forward_matches_reference(rng, n_rows, n_b, n_t):
     _run_forward(_gate(), h, th, p, target, lay, n_b, outs)
     ref = N.forward(h.astype(np.float64), th.astype(np.float64), p.astype(np.float64), target.astype(np.float64),
                     lay, n_b)
+    # Float32 rounding is relative to the terms summed, not to the result (which can cancel to ~0):
+    # the same forward on |inputs| bounds every output's terms.
+    mag = N.forward(np.abs(h.astype(np.float64)), np.abs(th.astype(np.float64)), np.abs(p.astype(np.float64)),
+                    np.abs(target.astype(np.float64)), lay, n_b)
     for name, out in outs.items():
         got = assert_all_written(out).reshape(ref[name].shape)
-        scale = np.abs(ref[name]).max()
+        scale = np.abs(ref[name]).max() if name == "v_dq" else mag[name].max()
         np.testing.assert_allclose(got, ref[name], rtol=1e-4, atol=1e-6 * scale, err_msg=name)
 
 
