@@ -38,15 +38,21 @@ def dueling_logits(adv, a_off, val, v_off, action, out):
 
 
 @cuda.jit(device=True)
-def log_softmax_inplace(x, n):
-    """x[0:n] <- log softmax(x[0:n]) (max-shifted, stable)."""
+def log_sum_exp(x, n):
+    """log sum_j exp(x[j]) over x[0:n], max-shifted (stable); max, then sum, in index order."""
     mx = x[0]
     for j in range(1, n):
         mx = max(mx, x[j])
     s = float32(0.0)
     for j in range(n):
         s += math.exp(x[j] - mx)
-    lse = mx + math.log(s)
+    return mx + math.log(s)
+
+
+@cuda.jit(device=True)
+def log_softmax_inplace(x, n):
+    """x[0:n] <- log softmax(x[0:n]) (max-shifted, stable)."""
+    lse = log_sum_exp(x, n)
     for j in range(n):
         x[j] = x[j] - lse
 

@@ -19,8 +19,8 @@ import math
 
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.nets.heads import N_Q_OUT, log_softmax_inplace, support
-from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, dueling_logit, log_sum_exp, warp_rows_grid
+from alpharl.cuda_kernels.nets.heads import N_Q_OUT, log_softmax_inplace, log_sum_exp, support
+from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, dueling_logit, warp_rows_grid
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import RL_ENTROPY_COEF, RL_GAMMA, RL_LOSS_Q, RL_PPO_CLIP_EPS, RL_PPO_RATIO_CLAMP
@@ -95,8 +95,8 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
         if active:
             r = reward[b]
             disc = gamma * (float32(1.0) - done[b])
-            lse_t = log_sum_exp(sh_t[w])
-            lse_o = log_sum_exp(sh_o[w])
+            lse_t = log_sum_exp(sh_t[w], N_ATOMS)
+            lse_o = log_sum_exp(sh_o[w], N_ATOMS)
             for j in range(N_ATOMS):
                 qj = math.exp(sh_t[w, j] - lse_t)
                 zj = support(j)

@@ -58,8 +58,6 @@ COL_PI = COL_V + 1
 COL_BCE = COL_PI + N_ACTIONS
 COL_AUX = COL_BCE + 1
 N_COLS = COL_AUX + 1
-#: Columns of every online row (q.val, v.out); columns from COL_PI on are the env rows' at t only.
-N_ALL_ROW_COLS = COL_PI
 
 #: Narrow columns of one dW thread, and the column groups; q.val is the first Q_COL_GROUPS groups.
 COL_GROUP = 3
@@ -67,10 +65,8 @@ N_COL_GROUPS = N_COLS // COL_GROUP
 Q_COL_GROUPS = N_ATOMS // COL_GROUP
 assert N_COLS % COL_GROUP == 0 and N_ATOMS % COL_GROUP == 0, "a column group must not straddle q.val's end"
 
-#: Hidden units staged through shared memory per step (any hidden runs in steps of this), and the
-#: padded row stride of a staged h tile (rows of a warp's reads then sit in distinct banks).
+#: Hidden units staged through shared memory per step (any hidden runs in steps of this).
 K_CHUNK = 32
-H_STRIDE = K_CHUNK + 1
 #: Threads per block of the dX and the reduce.
 NARROW_BLOCK = 256
 #: dX: a block owns DX_ROWS rows x DX_K hidden units; thread (k, row group rg) sums rows rg + DX_GROUPS i.

@@ -13,7 +13,6 @@ The kernels stride their rows over the grid's warps: any grid of
 WARP_ROW_BLOCK-thread blocks is correct, and ``warp_rows_grid(n)`` (one warp
 per row) gives the shortest latency.
 """
-import math
 
 from numba import cuda, float32
 
@@ -34,18 +33,6 @@ assert N_ATOMS <= WARP and N_ACTIONS <= WARP
 def warp_rows_grid(n):
     """(blocks, threads) that give each of n rows its own warp: (ceil(n / WARP_ROWS), WARP_ROW_BLOCK)."""
     return (max(n, 1) + WARP_ROWS - 1) // WARP_ROWS, WARP_ROW_BLOCK
-
-
-@cuda.jit(device=True)
-def log_sum_exp(x):
-    """log sum_j exp(x[j]) over x[0:N_ATOMS], max-shifted; the order of heads.log_softmax_inplace."""
-    mx = x[0]
-    for j in range(1, N_ATOMS):
-        mx = max(mx, x[j])
-    s = float32(0.0)
-    for j in range(N_ATOMS):
-        s += math.exp(x[j] - mx)
-    return mx + math.log(s)
 
 
 @cuda.jit(device=True)
