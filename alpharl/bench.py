@@ -5,8 +5,10 @@ and with eager launches, env-steps per second, the simulator alone and the
 learning update alone (graph-replayed), peak GPU memory, and the step's floor:
 FLOPs of the GEMMs (forward + backward of every layer, K=1), bytes that must
 cross HBM (parameters, Adam moments, gradients, activations, replay rows,
-events), and launches x ~1 µs (a captured kernel's cost on an idle GPU). The
-floor is max(FLOPs / fp32 peak, bytes / HBM bandwidth, launches x 1 µs).
+events), and launches x ~1 µs (a captured kernel's cost on an idle GPU) along
+the graph's critical path (its longest chain of dependent nodes: the step's
+independent chains are parallel branches). The floor is max(FLOPs / fp32 peak,
+bytes / HBM bandwidth, critical-path launches x 1 µs).
 Cold and warm start (process start to the first step, with an empty and a
 filled kernel cache) are measured in subprocesses.
 """
@@ -38,7 +40,8 @@ def _timed(fn, n: int, sync) -> float:
 
 
 def floor_of(trainer, launches: int) -> dict:
-    """FLOPs, bytes and launches (graph nodes) of one training step (K = 1) and the implied floor in µs."""
+    """FLOPs, bytes and launches (graph nodes on the critical path) of one training step (K = 1) and the
+    implied floor in µs."""
     lay = trainer.ops.nets.layout
     B, M, D = trainer.B, trainer.M, trainer.obs_dim
     rows = 2 * B + 2 * M          # stacked encoder rows of the learning update
@@ -80,7 +83,7 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     sync = tr.ops.stream.synchronize
     tr.step()                              # eager warm-up (compiles, loads modules)
     tr.step()                              # captures the graph and replays it once
-    n_nodes = tr._graph.n_nodes
+    n_nodes, critical = tr._graph.n_nodes, tr._graph.critical_path()
     graph_s = _timed(tr.step, steps, sync)
     tr.config.graph = False
     eager_s = _timed(tr.step, eager_steps or max(3, steps // 10), sync)
@@ -100,12 +103,13 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     learn_graph = CapturedGraph(o.stream, learn_once)
     learn_s = _timed(learn_graph.replay, steps, sync)
     free1, _ = ctx.get_memory_info()
-    fl = floor_of(tr, n_nodes)
+    fl = floor_of(tr, critical)
     row = {
         "b": b, "graph_us": 1e6 * graph_s, "eager_us": 1e6 * eager_s,
         "env_steps_per_s": b / graph_s, "us_per_env_step": 1e6 * graph_s / b,
         "sim_us": 1e6 * sim_s, "learn_us": 1e6 * learn_s,
         "gpu_mem_mb": (free0 - free1) / 2**20, "graph_nodes": n_nodes,
+        "critical_nodes": critical,
         "floor_us": fl["floor_us"], "measured_over_floor": graph_s * 1e6 / fl["floor_us"], "bound": fl["bound"],
         "gflop_per_step": fl["flops"] / 1e9, "mb_per_step": fl["bytes"] / 2**20,
     }
@@ -170,12 +174,13 @@ def format_table(report: dict):
     cols = [("B", "b", "{:d}"), ("graph µs/step", "graph_us", "{:.1f}"), ("eager µs/step", "eager_us", "{:.1f}"),
             ("env-steps/s", "env_steps_per_s", "{:,.0f}"), ("µs/env-step", "us_per_env_step", "{:.4f}"),
             ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"), ("GPU MB", "gpu_mem_mb", "{:.0f}"),
+            ("nodes", "graph_nodes", "{:d}"), ("critical", "critical_nodes", "{:d}"),
             ("floor µs", "floor_us", "{:.1f}"), ("meas/floor", "measured_over_floor", "{:.1f}"),
             ("bound", "bound", "{}")]
     for name, _, _ in cols:
         t.add_column(name, justify="right")
     for r in report["rows"]:
-        t.add_row(*[fmt.format(r[key]) for _, key, fmt in cols])
+        t.add_row(*["-" if r.get(key) is None else fmt.format(r[key]) for _, key, fmt in cols])  # older reports lack some
     if "cold_start_s" in report:
         t.caption = f"cold start {report['cold_start_s']:.1f} s, warm start {report['warm_start_s']:.1f} s (to the first step)"
     return t

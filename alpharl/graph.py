@@ -27,6 +27,12 @@ def _check(result):
     return result[1] if isinstance(result, tuple) and len(result) > 1 else None
 
 
+def _check_count(result):
+    """The count (last element) of a driver query made with a zero-length buffer."""
+    _check(result[0])
+    return result[-1]
+
+
 def _raw_stream(stream):
     from cuda.bindings import driver as drv
 
@@ -60,6 +66,34 @@ class CapturedGraph:
         _check(res[0])
         return int(res[-1])
 
+    def critical_path(self) -> int:
+        """Nodes on the graph's longest dependency chain: what a replay waits for in sequence when the
+        parallel branches fit the GPU side by side (each node costs ~1 µs of launch latency or more)."""
+        from cuda.bindings import driver as drv
+
+        nodes = drv.cuGraphGetNodes(self._graph, self.n_nodes)
+        _check(nodes[0])
+        ids = [int(n) for n in nodes[1][: self.n_nodes]]
+        n_edges = int(_check_count(drv.cuGraphGetEdges(self._graph, 0)))
+        succ: dict[int, list[int]] = {i: [] for i in ids}
+        indeg = dict.fromkeys(ids, 0)
+        if n_edges:
+            res = drv.cuGraphGetEdges(self._graph, n_edges)
+            _check(res[0])
+            for a, b in zip(res[1][:n_edges], res[2][:n_edges]):
+                succ[int(a)].append(int(b))
+                indeg[int(b)] += 1
+        depth = dict.fromkeys(ids, 1)
+        ready = [i for i in ids if indeg[i] == 0]
+        while ready:  # Kahn's topological order; depth = longest chain ending at the node
+            i = ready.pop()
+            for j in succ[i]:
+                depth[j] = max(depth[j], depth[i] + 1)
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    ready.append(j)
+        return max(depth.values(), default=0)
+
     def replay(self) -> None:
         from cuda.bindings import driver as drv
 
@@ -78,3 +112,40 @@ class CapturedGraph:
             self.close()
         except Exception:
             pass
+
+
+class Branches:
+    """Fork / join of side streams off one stream, so that independent work runs side by side.
+
+    ``fork(i)`` makes side stream i wait for everything launched so far on the main stream and
+    returns it; work launched on it then overlaps the main stream's until ``join(i)`` makes the
+    main stream wait for it. Under a graph capture of the main stream the same event records and
+    waits become the graph's edges: each side stream's work is a parallel branch (an event wait
+    pulls a side stream into the capture), and every branch must be joined before the capture
+    ends. A branch may only write buffers that nothing reads or writes between its fork and its
+    join. Eagerly, the same calls order real concurrent streams; under the CUDA simulator every
+    launch is synchronous and the order of the calls is the order of the work.
+    """
+
+    def __init__(self, stream, n: int):
+        from numba import cuda
+
+        from alpharl import target
+
+        # Ordering-only events (no timestamps); the simulator's events take no arguments.
+        event = cuda.event if target.on_simulator() else (lambda: cuda.event(timing=False))
+        self.main = stream
+        self.sides = [cuda.stream() for _ in range(n)]
+        self._forked = [event() for _ in range(n)]
+        self._joined = [event() for _ in range(n)]
+
+    def fork(self, i: int):
+        """Side stream i, ordered after the main stream's work so far."""
+        self._forked[i].record(self.main)
+        self._forked[i].wait(self.sides[i])
+        return self.sides[i]
+
+    def join(self, i: int) -> None:
+        """The main stream's later work waits for side stream i's."""
+        self._joined[i].record(self.sides[i])
+        self._joined[i].wait(self.main)

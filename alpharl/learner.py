@@ -1,41 +1,46 @@
 """One whole learning update (SPEC §1 steps 7-12) as a fixed sequence of launches.
 
-``Learner.update`` only launches kernels on one stream: no host sync, no
-host<->device copy, no allocation (every scratch buffer is sized once for the
-largest batch), so the trainer can capture it in a CUDA graph and repeat it K
-times per env step, predicated by ``gate`` (int32[1] on the device; 0 = every
-kernel exits at once and writes nothing).
+``Learner.update`` only launches kernels (on its stream, and on side branches
+joined back to it): no host sync, no host<->device copy, no allocation (every
+scratch buffer is sized once for the largest batch), so the trainer can capture
+it in a CUDA graph and repeat it K times per env step, predicated by ``gate``
+(int32[1] on the device; 0 = every kernel exits at once and writes nothing).
 
 Rows. One encoder pass serves everything: the stacked input is
 [s_t (B) | s (M) | s' (M) | s_{t+1} (B)] (env batch at t, replay minibatch at s
 and s', env batch at t+1). Only [s_t | s] get gradients, and they come first.
 
-Sequence (all at the current parameters theta, then one Adam step), 29 launches:
- 1. rl_stack_obs; encoder forward (online, 2 GEMMs) on all 2B + 2M rows; target
-    encoder (2) on s';
- 2. heads forward: the Q advantage stream (GEMM) on [s | s'] and the target's on
-    s'; every narrow layer as one GEMM (Launcher.narrow_forward: gather the five
-    layers' weights side by side, the GEMM, scatter into the layers' outputs with
-    V_dq: Q value stream and V on all rows, pi, BCE, AUX on s_t); the target's
-    value stream on s' (GEMM);
- 3. (a) Q: argmax_expected_q on the online net at s' -> a*; rl_c51_loss (target
-    net's distribution at (s', a*), projection, CE with IS weights); the advantage
-    stream's dW (GEMM + split reduce) and dX -> dh(s);
- 4. (b) V blend: rl_v_blend_alpha_controller (V_scalar, V_dq at s_t: a whole-batch
-    reduction, so its own launch);
- 5. rl_env_rows, one thread per env row: (b) V_used at s_t and s_{t+1}, (c)
-    advantage and return, (d) PPO, (e) value (Huber to the return), (f) BCE and
-    AUX losses -> d(loss)/d(head output);
- 6. narrow layers' backward: rl_narrow_backward_dw + rl_narrow_dw_reduce (dW, db
-    of q.val, pi, V, BCE, AUX), rl_narrow_backward_dx (dh(s_t); q.val's part added
+Sequence (all at the current parameters theta, then one Adam step), 29 launches.
+Independent chains run on side branches (``alpharl.graph.Branches``: side
+streams eagerly, parallel branches of the captured graph), marked [branch]:
+ 1. rl_stack_obs; [branch] the target encoder (2 GEMMs) and the target's Q
+    advantage and value streams on s'; the online encoder (2 GEMMs) on all
+    2B + 2M rows;
+ 2. heads forward: [branch] the Q advantage stream (GEMM) on [s | s']; every
+    narrow layer as one GEMM (Launcher.narrow_forward: [branch, from the start]
+    gather the five layers' weights side by side, the GEMM, scatter into the
+    layers' outputs with V_dq:
+    Q value stream and V on all rows, pi, BCE, AUX on s_t);
+ 3. [branch] (b) V blend: rl_v_blend_alpha_controller (V_scalar, V_dq at s_t: a
+    whole-batch reduction, so its own launch), then rl_env_rows, one thread per env
+    row: V_used at s_t and s_{t+1}, (c) advantage and return, (d) PPO, (e) value
+    (Huber to the return), (f) BCE and AUX losses -> d(loss)/d(head output);
+ 4. (a) Q: argmax_expected_q on the online net at s' -> a*; rl_c51_loss (target
+    net's distribution at (s', a*), projection, CE with IS weights); [branch] the
+    advantage stream's dW (GEMM + split reduce); its dX -> dh(s);
+ 5. narrow layers' backward: [branch] rl_narrow_backward_dw + rl_narrow_dw_reduce
+    (dW, db of q.val, pi, V, BCE, AUX); rl_narrow_backward_dx (dh(s_t); q.val's part added
     to dh(s); times tanh');
- 7. (g) encoder backward over [s_t | s] (dW + reduce, dX, dW + reduce): the
-    encoder gradient is the sum of all heads' gradients, each head's loss being
-    a mean over its own batch;
- 8. loss means -> RL_LOSS_*; (h) rl_grad_guard: grad norms -> RL_OBS_*_GRAD_NORM,
-    non-finite -> RL_NAN_SKIPS_* and no step; rl_adam on every armed module.
-All modules step from gradients taken at the same theta, so the order of the
-per-module Adam steps does not matter: one Adam launch updates all six.
+ 6. (g) encoder backward over [s_t | s]: [branch] layer 2's dW + reduce and the
+    loss means -> RL_LOSS_*; layer 2's dX, layer 1's dW + reduce. The encoder
+    gradient is the sum of all heads' gradients, each head's loss being a mean
+    over its own batch;
+ 7. (h) rl_grad_guard: grad norms -> RL_OBS_*_GRAD_NORM, non-finite ->
+    RL_NAN_SKIPS_* and no step; rl_adam on every armed module.
+A branch writes only buffers nothing else touches until it is joined (the
+concurrent dW products have a partials buffer each). All modules step from
+gradients taken at the same theta, so the order of the per-module Adam steps
+does not matter: one Adam launch updates all six.
 
 ``soft_update`` (once per env step, not gated) moves the target net.
 """
@@ -46,8 +51,16 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from alpharl.graph import Branches
 from alpharl.nets import Launcher, Nets, _cdiv, dw_partial_size
 from alpharl.sizes import N_ACTIONS, N_ATOMS
+
+
+#: The update's side branches (``Branches`` indices): the narrow layers' weight gather, the target
+#: net's forward, the Q advantage stream's forward, the V blend + per-env-row losses, the Q advantage
+#: stream's [dW; db], the narrow layers' [dW; db], the encoder's layer-2 [dW; db] + loss means.
+NARROW_W, TARGET, Q_FORWARD, ENV_ROWS, Q_DW, NARROW_DW, ENC_DW = range(7)
+N_BRANCHES = 7
 
 
 @dataclass
@@ -97,6 +110,8 @@ class Learner:
         self.max_b, self.max_m = int(max_b), int(max_m)
         self.stream = stream
         self.launch = Launcher(stream)
+        self.branches = Branches(stream, N_BRANCHES)
+        self.side_launch = [Launcher(side) for side in self.branches.sides]
         lay = nets.layout
         d, h = lay.obs_dim, lay.hidden
         rows = 2 * self.max_b + 2 * self.max_m
@@ -126,9 +141,11 @@ class Learner:
         self.entropy, self.kl, self.ratio = buf(self.max_b), buf(self.max_b), buf(self.max_b)
         self.dv, self.dbce, self.daux = buf(self.max_b), buf(self.max_b), buf(self.max_b)
         self.dh, self.dh1 = buf(grows * h), buf(grows * h)
-        sizes = [dw_partial_size(self.max_m, h, nq), dw_partial_size(grows, h, h), dw_partial_size(grows, d, h)]
-        # dW partials for any B <= max_b, M <= max_m: the split count grows with the rows.
-        self.partial = buf(max(sizes))
+        # dW partials for any B <= max_b, M <= max_m (the split count grows with the rows); one buffer
+        # per dW product that may run concurrently (the Q advantage stream's, the encoder's two).
+        self.partial_q = buf(dw_partial_size(self.max_m, h, nq))
+        self.partial_e2 = buf(dw_partial_size(grows, h, h))
+        self.partial = buf(dw_partial_size(grows, d, h))
         from alpharl.cuda_kernels.nets import narrow as KN
 
         self.narrow_partial = buf(KN.dw_partial_size(max(self.max_b, self.max_m), h))
@@ -181,64 +198,81 @@ class Learner:
         i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
         eb = lambda n: (_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
-        nb = lambda n: (_cdiv(n, KN.NARROW_BLOCK), KN.NARROW_BLOCK, st)  # noqa: E731
         hv = lambda buf, r0, r1: buf[r0 * h:r1 * h]  # noqa: E731  (rows [r0, r1) of a [*, hidden] buffer)
         offs = self.narrow_offsets
 
-        # 1-2. forward at the current parameters
+        br, sl = self.branches, self.side_launch
+        # 1-2. forward at the current parameters; the target net's forward on its own branch
         KH.rl_stack_obs[eb(rows * d)](gate, _flat(env.obs_t), _flat(rep.obs_s), _flat(rep.obs_sp),
                                       _flat(env.obs_tp1), i32(b), i32(m), i32(d), self.x0)
+        br.fork(NARROW_W)
+        sl[NARROW_W].narrow_gather_w(gate, p, offs, self.w_narrow)
+        br.fork(TARGET)
+        sl[TARGET].forward(gate, self.x0[o_sp * d:o_tp1 * d], m, L["enc.l1"], tg, self.th1, TANH)
+        sl[TARGET].forward(gate, self.th1, m, L["enc.l2"], tg, self.th, TANH)
+        sl[TARGET].forward(gate, self.th, m, L["q.adv"], tg, self.t_adv, NONE)
+        sl[TARGET].forward(gate, self.th, m, L["q.val"], tg, self.t_val, NONE)
         ln.forward(gate, self.x0, rows, L["enc.l1"], p, self.h1, TANH)
         ln.forward(gate, self.h1, rows, L["enc.l2"], p, self.h, TANH)
-        ln.forward(gate, self.x0[o_sp * d:o_tp1 * d], m, L["enc.l1"], tg, self.th1, TANH)
-        ln.forward(gate, self.th1, m, L["enc.l2"], tg, self.th, TANH)
-        ln.forward(gate, hv(self.h, o_s, o_tp1), 2 * m, L["q.adv"], p, self.q_adv, NONE)
-        ln.forward(gate, self.th, m, L["q.adv"], tg, self.t_adv, NONE)
+        br.fork(Q_FORWARD)
+        sl[Q_FORWARD].forward(gate, hv(self.h, o_s, o_tp1), 2 * m, L["q.adv"], p, self.q_adv, NONE)
+        br.join(NARROW_W)
         ln.narrow_forward(gate, self.h, rows, b, p, offs, self.w_narrow, self.y_narrow,
-                          (self.q_val, self.v_out, self.pi_logits, self.bce_out, self.aux_out, self.v_dq))
-        ln.forward(gate, self.th, m, L["q.val"], tg, self.t_val, NONE)
+                          (self.q_val, self.v_out, self.pi_logits, self.bce_out, self.aux_out, self.v_dq), gather=False)
+        br.join(Q_FORWARD)
 
-        # 3. (a) Q: Double-DQN C51 target, CE with IS weights, advantage stream backward
-        argmax_expected_q[(*argmax_expected_q_grid(m), st)](
-            gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), self.a_star)
-        KL.rl_c51_loss[(*KL.c51_grid(m), st)](
-            gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.actions, self.t_adv, self.t_val,
-            self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val, self.losses[:m],
-            self.td)
-        h_s = hv(self.h, o_s, o_sp)
-        ln.backward_dw(gate, h_s, self.d_adv, m, L["q.adv"], gr, self.partial)
-        ln.backward_dx(gate, self.d_adv, m, L["q.adv"], p, hv(self.dh, o_s, o_sp), accumulate=False)
-
-        # 4. (b) V blend (seed phase-4.4): alpha from V_scalar vs V_dq at s_t (whole batch)
-        VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, st](self.v_out[:b], self.v_dq[:b], i32(b), isv, gate)
-
-        # 5. per env row: V_used at t and t+1, (c) advantage and return, (d) PPO, (e) value, (f) BCE and AUX
+        # 4-5. on a branch: (b) V blend (seed phase-4.4: alpha from V_scalar vs V_dq at s_t, a whole-batch
+        # reduction), then per env row V_used at t and t+1, (c) advantage and return, (d) PPO, (e) value,
+        # (f) BCE and AUX
         s = self.loss_stride
-        rl_env_rows[_cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, st](
+        pst = br.fork(ENV_ROWS)
+        VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, pst](self.v_out[:b], self.v_dq[:b], i32(b), isv, gate)
+        rl_env_rows[_cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, pst](
             gate, self.v_out[:b], self.v_dq[:b], self.v_out[o_tp1:o_tp1 + b], self.v_dq[o_tp1:o_tp1 + b],
             env.reward, env.done, self.pi_logits, env.actions, env.logp_old, self.bce_out, env.label_up,
             self.aux_out, env.label_ret, i32(b), isv, i32(s), self.v_used, self.v_used_tp1, self.advantage, self.ret,
             self.d_pi, self.entropy, self.kl, self.ratio, self.dv, self.dbce, self.daux, self.losses)
 
+        # 3. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
+        argmax_expected_q[(*argmax_expected_q_grid(m), st)](
+            gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), self.a_star)
+        br.join(TARGET)
+        KL.rl_c51_loss[(*KL.c51_grid(m), st)](
+            gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.actions, self.t_adv, self.t_val,
+            self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val, self.losses[:m],
+            self.td)
+        h_s = hv(self.h, o_s, o_sp)
+        br.fork(Q_DW)
+        sl[Q_DW].backward_dw(gate, h_s, self.d_adv, m, L["q.adv"], gr, self.partial_q)
+        ln.backward_dx(gate, self.d_adv, m, L["q.adv"], p, hv(self.dh, o_s, o_sp), accumulate=False)
+        br.join(ENV_ROWS)
+
         # 6. narrow layers' backward: [dW; db] of q.val (rows s), pi, V, BCE, AUX (rows s_t); dh(s_t), dh(s) += q.val's
         n_chunks, chunk_rows = KN.dw_split(max(b, m))
-        KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.DW_THREADS, st](
+        wst = br.fork(NARROW_DW)
+        KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.DW_THREADS, wst](
             gate, self.h, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
             i32(chunk_rows), self.narrow_partial)
-        KN.rl_narrow_dw_reduce[nb((h + 1) * KN.N_COLS)](gate, self.narrow_partial, offs, i32(n_chunks), i32(h), gr)
+        KN.rl_narrow_dw_reduce[_cdiv((h + 1) * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, wst](
+            gate, self.narrow_partial, offs, i32(n_chunks), i32(h), gr)
         KN.rl_narrow_backward_dx[KN.dx_grid(grows, h), KN.NARROW_BLOCK, st](
             gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
             self.dh)
 
-        # 7. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2)
+        # 7. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2); layer 2's
+        # [dW; db] and the loss means on a branch, layer 2's dX and layer 1's [dW; db] on the main stream
         h1_g = hv(self.h1, 0, grows)
         dh_g = hv(self.dh, 0, grows)
-        ln.backward_dw(gate, h1_g, dh_g, grows, L["enc.l2"], gr, self.partial)
+        est = br.fork(ENC_DW)
+        sl[ENC_DW].backward_dw(gate, h1_g, dh_g, grows, L["enc.l2"], gr, self.partial_e2)
+        KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK, est](gate, self.losses, i32(s), i32(m), i32(b), isv)
         ln.backward_dx(gate, dh_g, grows, L["enc.l2"], p, hv(self.dh1, 0, grows), accumulate=False, y_tanh=h1_g)
         ln.backward_dw(gate, self.x0[:grows * d], hv(self.dh1, 0, grows), grows, L["enc.l1"], gr, self.partial)
+        br.join(NARROW_DW)
+        br.join(Q_DW)
+        br.join(ENC_DW)
 
-        # 8. loss means, (h) grad norms + non-finite guard, Adam on every module
-        KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK, st](gate, self.losses, i32(s), i32(m), i32(b), isv)
+        # 8. (h) grad norms + non-finite guard, Adam on every module
         KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state)
         KA.rl_adam[eb(lay.n_params)](gate, p, gr, nets.adam_m, nets.adam_v, i32(lay.n_params), nets.table, isv,
                                      nets.adam_state)

@@ -253,8 +253,19 @@ class Launcher:
             np.int32(layer.k_in), np.int32(layer.k_in), np.int32(1), np.int32(layer.n_out), np.int32(1),
             np.int32(layer.k_in), np.int32(1), np.int32(act), np.int32(0), np.int32(0))
 
-    def narrow_forward(self, gate, h, n_rows: int, n_b: int, params, offsets, w_narrow, y_narrow, out) -> None:
-        """Every narrow layer (alpharl.cuda_kernels.nets.narrow) on h [n_rows, hidden]: three launches.
+    def narrow_gather_w(self, gate, params, offsets, w_narrow) -> None:
+        """w_narrow [(hidden + 1), N_COLS] = the narrow layers' [W; b] blocks side by side (one launch)."""
+        from alpharl.cuda_kernels.nets import narrow as KN
+
+        hidden = int(w_narrow.shape[0]) // KN.N_COLS - 1
+        n_w = (hidden + 1) * KN.N_COLS
+        KN.rl_narrow_gather_w[_cdiv(n_w, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
+            gate, params, offsets, np.int32(hidden), w_narrow)
+
+    def narrow_forward(self, gate, h, n_rows: int, n_b: int, params, offsets, w_narrow, y_narrow, out,
+                       gather: bool = True) -> None:
+        """Every narrow layer (alpharl.cuda_kernels.nets.narrow) on h [n_rows, hidden]: three launches
+        (two with gather=False: w_narrow already holds ``narrow_gather_w``'s result for these params).
 
         w_narrow float32 [(hidden + 1) N_COLS] and y_narrow float32 [>= n_rows N_COLS]: scratch;
         out: q_val, v_out, pi_logits, bce_out, aux_out, v_dq (the layers' buffers, rl_narrow_scatter's order).
@@ -263,11 +274,10 @@ class Launcher:
         from alpharl.cuda_kernels.nets import narrow as KN
 
         hidden = int(w_narrow.shape[0]) // KN.N_COLS - 1
-        n_w = (hidden + 1) * KN.N_COLS
-        KN.rl_narrow_gather_w[_cdiv(n_w, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
-            gate, params, offsets, np.int32(hidden), w_narrow)
+        if gather:
+            self.narrow_gather_w(gate, params, offsets, w_narrow)
         self.forward(gate, h, n_rows, Layer("narrow", 0, hidden, KN.N_COLS, 1.0), w_narrow, y_narrow, G.ACT_NONE)
-        KN.rl_narrow_scatter[_cdiv(n_rows, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
+        KN.rl_narrow_scatter[_cdiv(n_rows * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
             gate, y_narrow, np.int32(n_rows), np.int32(n_b), *out)
 
     def backward_dx(self, gate, dy, rows: int, layer: Layer, params, out, accumulate: bool, y_tanh=None) -> None:

@@ -146,13 +146,16 @@ class PrioritizedReplay:
         self.draw(isv, m, gate)
         return self.gather(m, gate)
 
-    def update_priorities(self, loss, m: int | None = None, gate=None) -> None:
-        """After a Q step on the last sample: p[idx[j]] <- |loss[j]| + eps (loss: float32[>= m])."""
+    def update_priorities(self, loss, m: int | None = None, gate=None, stream=None) -> None:
+        """After a Q step on the last sample: p[idx[j]] <- |loss[j]| + eps (loss: float32[>= m]).
+
+        stream: launch on this stream instead (the caller orders it after the Q step and before the
+        next ``sample``)."""
         m = self._rows(m)
         if loss.shape[0] < m:
             raise ValueError(f"update_priorities: loss has {loss.shape[0]} rows, the minibatch {m}")
-        self._launch(K.rl_per_update_priority, 1, K.PER_BLOCK, self._gate(gate), self.mb_idx, loss, np.int32(m),
-                     self.priority, self.pmax)
+        K.rl_per_update_priority[1, K.PER_BLOCK, self.stream if stream is None else stream](
+            self._gate(gate), self.mb_idx, loss, np.int32(m), self.priority, self.pmax)
 
     def _rows(self, m: int | None) -> int:
         m = self.max_batch if m is None else int(m)

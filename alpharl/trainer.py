@@ -11,7 +11,8 @@ sequence; only where s_t, r_t and done_t come from differs:
  6. s_{t+1} = the simulator's new observation; the transition goes to the PER;
  7-12. the K-loop: k_max (<= K_MAX) copies of [``rl_k_gate`` -> PER sample -> learning update
     (Q C51 + Double-DQN, V blend, advantage/return, PPO, V, BCE, AUX, encoder, Adam)
-    -> PER priority update], each copy predicated on the device by its gate, so
+    -> PER priority update], each copy predicated on the device by its gate (the
+    first copy always runs: K >= 1, so it needs no gate kernel), so
     K = clamp(round(isv[404] / 2048), 1, K_MAX) costs no host read and the graph
     stays fixed. (A conditional graph node would skip the gated-off copies
     entirely, but needs a device-side cudaGraphSetConditional that numba kernels
@@ -22,6 +23,12 @@ sequence; only where s_t, r_t and done_t come from differs:
     the ISV's obs slots (``SIGNAL_MOMENTS``), then the EMAs;
  15. controllers (LR, clip, ratio bound, entropy coef, tau, PER, K);
  16. target soft update; device step counter + 1.
+
+Independent work runs on side branches (``alpharl.graph.Branches``; parallel
+branches of the captured graph): the copy of s_t next to acting, the run
+totals of closed trades next to the K-loop, each PER priority update next to
+what follows it (joined before the next sample), and inside the learning
+update its independent chains.
 
 Backends: ``cuda`` (kernels on the GPU; the step is captured once as a CUDA
 graph and replayed unless ``graph=False``), ``sim`` (the same kernels under
@@ -42,6 +49,10 @@ from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.sim.layout import OUT_TRADE_DONE
 from alpharl.cuda_kernels.reductions import MomentSlots, moments_table
 from alpharl.cuda_kernels.step_ops import N_ACC
+
+#: Side branches of the step (``alpharl.graph.Branches`` indices of ``_DeviceOps``).
+BRANCH_OBS, BRANCH_ACCUMULATE, BRANCH_PRIORITIES = range(3)
+N_STEP_BRANCHES = 3
 
 
 class SignalMoment(NamedTuple):
@@ -107,32 +118,39 @@ class IntegratedTrainer:
     # ------------------------------------------------------------ the step
     def _step_body(self) -> None:
         o, B, M = self.ops, self.B, self.M
-        # 1-4 observe, act
-        o.copy(o.obs_t, o.sim.obs)
-        o.act(o.obs_t)
+        # 1-4 observe (s_t kept on a side branch, joined before the simulator overwrites it), act
+        o.keep_obs()
+        o.act(o.sim.obs)
+        o.join_obs()
         # 5-6 simulate, store the transition
         o.sim.step(o.actions)
+        trade_done = o.sim.output(OUT_TRADE_DONE)
+        o.accumulate(trade_done, o.sim.trade_pnl, o.sim.reward, B)  # run totals: a side branch, joined below
         o.scale(o.sim.reward, B, self.config.reward_scale, o.reward)
         o.replay.insert(o.obs_t, o.actions, o.reward, o.sim.done, o.sim.obs)
         env = o.env_batch()
-        # 7-13 the K-loop
+        # 7-13 the K-loop. K >= 1 always (rl_k_gate clamps it), so iteration 0 runs on the open gate.
         for k in range(self.config.k_max):
-            o.k_gate(o.isv, k, o.gate)
-            if o.host_skips_gated and not o.gate_is_open():
-                break  # simulator only: gated-off kernels would write nothing anyway
-            mb = o.replay.sample(o.isv, M, o.gate)
-            out = o.learn(env, mb, o.gate)
-            o.replay.update_priorities(out.q_priority, M, o.gate)
+            gate = o.open_gate
+            if k > 0:
+                o.join_priorities()  # the last iteration's new priorities, before this one samples
+                o.k_gate(o.isv, k, o.gate)
+                if o.host_skips_gated and not o.gate_is_open():
+                    break  # simulator only: gated-off kernels would write nothing anyway
+                gate = o.gate
+            mb = o.replay.sample(o.isv, M, gate)
+            out = o.learn(env, mb, gate)
+            o.update_priorities(out.q_priority, M, gate)  # a side branch, joined before the next sample
         # 14 signals (from the last iteration that ran): the SIGNAL_MOMENTS rows in one launch
-        trade_done = o.sim.output(OUT_TRADE_DONE)
         inputs = {"entropy": out.entropy, "kl": out.kl, "ratio": out.ratio, "advantage": out.advantage,
                   "ret": out.ret, "td": out.td, "done": o.sim.done, "trade_pnl": o.sim.trade_pnl}
         o.moments([inputs[r.x] for r in SIGNAL_MOMENTS],
                   [trade_done if r.by_trade_done else o.ones for r in SIGNAL_MOMENTS])
-        o.accumulate(trade_done, o.sim.trade_pnl, o.sim.reward, B)
         # 14-15 signal EMAs, controllers and the step counter (one launch), 16 target soft update
         o.step_controllers()
         o.soft_update()
+        o.join_priorities()
+        o.join_accumulate()
 
     def step(self) -> None:
         """One training step (graph replay on the cuda backend after the first, eager step)."""
@@ -230,14 +248,21 @@ class _DeviceOps:
 
         self.host_skips_gated = target.on_simulator()
         self.acc = cuda.to_device(np.zeros(N_ACC, np.float64), stream=st)
+        from alpharl.graph import Branches
+
+        self.branches = Branches(st, N_STEP_BRANCHES)
+        self._priorities_pending = False
 
     def reset(self):
         self.sim.reset()
         self.stream.synchronize()
 
     # ---- ops
-    def copy(self, dst, src):
-        dst.copy_to_device(src, stream=self.stream)
+    def keep_obs(self):
+        self.obs_t.copy_to_device(self.sim.obs, stream=self.branches.fork(BRANCH_OBS))
+
+    def join_obs(self):
+        self.branches.join(BRANCH_OBS)
 
     def act(self, obs):
         from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_pi_action_kernel
@@ -291,7 +316,20 @@ class _DeviceOps:
     def accumulate(self, trade_done, trade_pnl, reward, n):
         from alpharl.cuda_kernels.step_ops import STEP_OPS_BLOCK, rl_accumulate_trades
 
-        rl_accumulate_trades[1, STEP_OPS_BLOCK, self.stream](trade_done, trade_pnl, reward, np.int32(n), self.acc)
+        st = self.branches.fork(BRANCH_ACCUMULATE)
+        rl_accumulate_trades[1, STEP_OPS_BLOCK, st](trade_done, trade_pnl, reward, np.int32(n), self.acc)
+
+    def join_accumulate(self):
+        self.branches.join(BRANCH_ACCUMULATE)
+
+    def update_priorities(self, loss, m, gate):
+        self.replay.update_priorities(loss, m, gate, stream=self.branches.fork(BRANCH_PRIORITIES))
+        self._priorities_pending = True
+
+    def join_priorities(self):
+        if self._priorities_pending:
+            self.branches.join(BRANCH_PRIORITIES)
+            self._priorities_pending = False
 
     def metrics(self):
         return _metrics(self.to_host(self.acc), self.sim.field("equity"))
@@ -354,6 +392,7 @@ class _NumpyOps:
         self.ones = np.ones(max(B, m), np.float32)
         self.moments_table = signal_moments_table(B, m)
         self.gate = np.ones(1, np.int32)
+        self.open_gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)
         self.host_skips_gated = True  # host arrays: reading the gate is free
         self.acc = np.zeros(N_ACC, np.float64)
@@ -362,8 +401,11 @@ class _NumpyOps:
     def reset(self):
         self.sim.reset()
 
-    def copy(self, dst, src):
-        dst[...] = src
+    def keep_obs(self):
+        self.obs_t[...] = self.sim.obs
+
+    def join_obs(self):
+        pass
 
     def act(self, obs):
         from alpharl.reference.learner import _w, encode
@@ -432,6 +474,15 @@ class _NumpyOps:
         from alpharl.reference.step_ops import rl_accumulate_trades
 
         rl_accumulate_trades(trade_done, trade_pnl, reward, n, self.acc)
+
+    def update_priorities(self, loss, m, gate):
+        self.replay.update_priorities(loss, m, gate)
+
+    def join_accumulate(self):
+        pass  # host arrays: every operation is done when it returns
+
+    def join_priorities(self):
+        pass
 
     def metrics(self):
         return _metrics(self.acc.copy(), np.array(self.sim.field("equity")))

@@ -135,11 +135,11 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
         "enc.l2 dX": (lambda: ln.backward_dx(gate, learner.dh, grows, L["enc.l2"], p, learner.dh1, False,
                                              y_tanh=learner.h1), 2.0 * grows * h * h),
         "enc.l2 [dW; db]": (lambda: ln.backward_dw(gate, learner.h1, learner.dh, grows, L["enc.l2"], gr,
-                                                   learner.partial), 2.0 * grows * h * h),
+                                                   learner.partial_e2), 2.0 * grows * h * h),
         "q.adv forward": (lambda: ln.forward(gate, learner.h[b * h:], 2 * m, L["q.adv"], p, learner.q_adv,
                                              G.ACT_NONE), 2.0 * 2 * m * h * nq),
         "q.adv [dW; db]": (lambda: ln.backward_dw(gate, learner.h[b * h:], learner.d_adv, m, L["q.adv"], gr,
-                                                  learner.partial), 2.0 * m * h * nq),
+                                                  learner.partial_q), 2.0 * m * h * nq),
     }
     n = nets.layout.n_params
 

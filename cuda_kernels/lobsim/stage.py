@@ -31,21 +31,26 @@ from alpharl.sim.layout import BOOK_COLS, N_EV_COLS
 
 #: Shared memory a block may use without the opt-in for more (bytes).
 STAGE_SMEM_BYTES = 48 * 1024
-#: Backtests per block of lobsim_step when staged (one walking thread each). One: the walk is a
-#: long serial chain of branchy code per thread, and a warp that walks several backtests runs the
-#: union of their branches; with few backtests every one gets a warp (and a multiprocessor) of
-#: its own (H200, B = 16: 32 us a step against 41 us with 16 backtests a block).
-STAGE_BACKTESTS = 1
+#: Backtests per block of lobsim_step when staged: about STAGE_TARGET_BLOCKS blocks, between 1
+#: and STAGE_MAX_PER_BLOCK backtests each. The walk is a long serial chain of branchy code per
+#: thread, and a warp that walks several backtests runs the union of their branches: with few
+#: backtests every one gets a warp (and a multiprocessor) of its own (H200, B = 16: 32 us a step
+#: against 41 us with 16 backtests a block); with many, ~256 blocks (two a multiprocessor) keep
+#: the staging copies of some blocks under the walks of others (H200, bench_sim 8-step graph:
+#: B = 1024 23.9 us at 4 a block against 40.1 direct; B = 4096 29.1 us at 16 a block against
+#: 40.8 direct, 64.7 at 4, 47.4 at 8, 43.1 at 32).
+STAGE_TARGET_BLOCKS = 256
+STAGE_MAX_PER_BLOCK = 16
 #: Global loads each thread keeps in flight while staging.
 STAGE_UNROLL = 8
 #: Threads per block when staged: the extra threads only help the copy (one backtest's 17 rows
-#: of a 5-level book are 404 words: one batch of loads for 64 threads).
+#: of a 5-level book are 404 words: one batch of loads for 64 threads); 128 with several backtests.
 STAGE_THREADS = 64
+STAGE_THREADS_SHARED = 128
 #: Above this many backtests lobsim_step reads the market straight from global memory (chunk 0,
 #: DIRECT_BLOCK backtests and threads a block, no shared memory): with many warps per
-#: multiprocessor their latencies overlap, and one block per backtest would cap the backtests
-#: in flight (H200, B = 4096: 141 us a step staged one a block against 65 us direct).
-STAGE_MAX_BACKTESTS = 512
+#: multiprocessor their latencies overlap.
+STAGE_MAX_BACKTESTS = 4096
 DIRECT_BLOCK = 128
 
 
@@ -75,7 +80,7 @@ def step_launch(n: int, events: int, levels: int, per_block: int | None = None, 
     if not (n <= STAGE_MAX_BACKTESTS if staged is None else staged):
         pb = per_block or DIRECT_BLOCK
         return StepLaunch((n + pb - 1) // pb, max(threads or pb, pb), pb, 0, 0)
-    pb = max(1, min(per_block or STAGE_BACKTESTS, n))
+    pb = max(1, min(per_block or min(max(1, n // STAGE_TARGET_BLOCKS), STAGE_MAX_PER_BLOCK), n))
     while pb > 1 and 4 * stage_ints(pb, 1, levels) > smem_bytes:
         pb //= 2
     if 4 * stage_ints(pb, 1, levels) > smem_bytes:
@@ -84,7 +89,7 @@ def step_launch(n: int, events: int, levels: int, per_block: int | None = None, 
     while chunk < events and 4 * stage_ints(pb, chunk + 1, levels) <= smem_bytes:
         chunk += 1
     grid = (n + pb - 1) // pb
-    threads = max(threads or STAGE_THREADS, (pb + 31) // 32 * 32)
+    threads = max(threads or (STAGE_THREADS if pb == 1 else STAGE_THREADS_SHARED), (pb + 31) // 32 * 32)
     return StepLaunch(grid, threads, pb, chunk, 4 * stage_ints(pb, chunk, levels))
 
 

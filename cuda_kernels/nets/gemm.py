@@ -31,8 +31,8 @@ next slice's global loads are in flight while the current slice is computed,
 and one barrier per slice separates the two stages.
 
 Shapes. One kernel per (PM, PN, TK) (``GEMM_SHAPES``); ``gemm_shape`` picks
-one per product: 128 x 128 tiles for big products, 128 x 32 / 128 x 64 for
-narrow outputs, 64 x 64 / 64 x 32 with a wide TK (fewer dependent slices) when
+one per product: 128 x 128 tiles for big products (128 x 96 where that pads
+N less), 128 x 32 / 128 x 64 for narrow outputs, 64 x 64 / 64 x 32 with a wide TK (fewer dependent slices) when
 the product is too small to fill the GPU with big tiles. B = 1 and B = 65536
 run the same code.
 """
@@ -57,7 +57,7 @@ ELEMWISE_BLOCK = 256
 #: fits, and the H200 measured 19.4 -> 21.0 TFLOP/s for the 128 x 128 tile, 11.4 -> 15.5 for 128 x 64).
 GEMM_MAX_REGISTERS = 128
 #: Tile shapes: (PM, PN, TK) -> a (32 PM) x (32 PN) tile of C, K slices of TK.
-GEMM_SHAPES = ((4, 4, 16), (4, 2, 16), (4, 1, 16), (2, 2, 32), (2, 1, 32), (1, 1, 64))
+GEMM_SHAPES = ((4, 4, 16), (4, 3, 16), (4, 2, 16), (4, 1, 16), (2, 2, 32), (2, 1, 32), (1, 1, 64))
 
 _F64, _F32X2 = struct.Struct('<d'), struct.Struct('<ff')
 
@@ -298,7 +298,11 @@ def gemm_shape(m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
     The narrowest N tile that covers N."""
     big = _cdiv(m, 128) * _cdiv(n, 128 if n > 64 else 64) * splits >= FULL_WAVE_BLOCKS // 2
     if big:
-        pn = 1 if n <= 32 else 2 if n <= 64 else 4
+        if n <= 64:
+            return (4, 1 if n <= 32 else 2, 16)
+        # 128- or 96-wide N tiles, whichever pads N less (the Q advantage stream's 189 outputs:
+        # two 96-wide tiles waste 2%, two 128-wide ones 35%); a tie keeps the squarer tile.
+        pn = min((4, 3), key=lambda p: _cdiv(n, 32 * p) * 32 * p - n)
         return (4, pn, 16)
     # The CUDA simulator runs every thread as Python: its cost is threads x K steps, so it keeps
     # the 64-row tiles (a quarter of the 32 x 32 tiles' threads); the 32 x 32 shape has its own tests.

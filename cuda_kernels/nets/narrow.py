@@ -236,24 +236,29 @@ def rl_narrow_scatter(gate, y, n_rows, n_b, q_val, v_out, pi_logits, bce_out, au
     """Split the narrow outputs y [n_rows, N_COLS] into the layers' buffers.
 
     Rows r < n_rows: q_val[r, :] (N_ATOMS), v_out[r], v_dq[r] = V_dq of q_val[r, :]; rows r < n_b
-    also pi_logits[r, :] (N_ACTIONS), bce_out[r], aux_out[r]. One thread per row.
-    Launch [ceil(n_rows / NARROW_BLOCK), NARROW_BLOCK]. gate[0] == 0: writes nothing.
+    also pi_logits[r, :] (N_ACTIONS), bce_out[r], aux_out[r]. One thread per element of y (reads
+    coalesce; the thread of a row's V column also computes its V_dq).
+    Launch [ceil(n_rows N_COLS / NARROW_BLOCK), NARROW_BLOCK]. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
         return
-    r = cuda.grid(1)
-    if r >= n_rows:
+    i = cuda.grid(1)
+    if i >= n_rows * N_COLS:
         return
-    base = r * N_COLS
-    for j in range(N_ATOMS):
-        q_val[r * N_ATOMS + j] = y[base + COL_Q + j]
-    v_out[r] = y[base + COL_V]
-    v_dq[r] = v_dq_of(y, base + COL_Q)
-    if r < n_b:
-        for j in range(N_ACTIONS):
-            pi_logits[r * N_ACTIONS + j] = y[base + COL_PI + j]
-        bce_out[r] = y[base + COL_BCE]
-        aux_out[r] = y[base + COL_AUX]
+    r = i // N_COLS
+    c = i - r * N_COLS
+    if c < COL_V:
+        q_val[r * N_ATOMS + c - COL_Q] = y[i]
+    elif c == COL_V:
+        v_out[r] = y[i]
+        v_dq[r] = v_dq_of(y, r * N_COLS + COL_Q)
+    elif r < n_b:
+        if c < COL_BCE:
+            pi_logits[r * N_ACTIONS + c - COL_PI] = y[i]
+        elif c == COL_BCE:
+            bce_out[r] = y[i]
+        else:
+            aux_out[r] = y[i]
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], int32[::1], float32[::1], float32[::1], float32[::1], "

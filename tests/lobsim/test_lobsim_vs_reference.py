@@ -22,7 +22,7 @@ CONFIGS = {
     "synthetic": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32, latency_events=1)),
 }
 B = 6
-STEPS = 45
+STEPS = 30
 
 
 def _market(name):
