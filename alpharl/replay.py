@@ -94,8 +94,8 @@ class PrioritizedReplay:
     def _load(self, arr, host: np.ndarray) -> None:
         arr.copy_to_device(host)
 
-    def _launch(self, k, grid: int, block: int, *args) -> None:
-        k[grid, block, self.stream](*args)
+    def _launch(self, k, grid: int, block: int, *args, stream=None) -> None:
+        k[grid, block, self.stream if stream is None else stream](*args)
 
     def _sync(self) -> None:
         cuda.synchronize()
@@ -154,8 +154,8 @@ class PrioritizedReplay:
         m = self._rows(m)
         if loss.shape[0] < m:
             raise ValueError(f"update_priorities: loss has {loss.shape[0]} rows, the minibatch {m}")
-        K.rl_per_update_priority[1, K.PER_BLOCK, self.stream if stream is None else stream](
-            self._gate(gate), self.mb_idx, loss, np.int32(m), self.priority, self.pmax)
+        self._launch(K.rl_per_update_priority, 1, K.PER_BLOCK, self._gate(gate), self.mb_idx, loss, np.int32(m),
+                     self.priority, self.pmax, stream=stream)
 
     def _rows(self, m: int | None) -> int:
         m = self.max_batch if m is None else int(m)

@@ -49,6 +49,7 @@ from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.sim.layout import OUT_TRADE_DONE
 from alpharl.cuda_kernels.reductions import MomentSlots, moments_table
 from alpharl.cuda_kernels.step_ops import N_ACC
+from alpharl.sizes import HIDDEN
 
 #: Side branches of the step (``alpharl.graph.Branches`` indices of ``_DeviceOps``).
 BRANCH_OBS, BRANCH_ACCUMULATE, BRANCH_PRIORITIES = range(3)
@@ -100,17 +101,18 @@ def resolve_backend(backend: str) -> str:
 class IntegratedTrainer:
     """B backtests + networks + replay + controllers; ``step()`` runs one training step."""
 
-    def __init__(self, config: TrainConfig, market=None):
-        """market: MarketData or SyntheticMarket for step_with_lobsim; unused with config.features."""
+    def __init__(self, config: TrainConfig, market=None, hidden: int = HIDDEN):
+        """market: MarketData or SyntheticMarket for step_with_lobsim; unused with config.features.
+        hidden: the encoder's width (SPEC: HIDDEN; narrower nets make kernel-vs-reference tests cheap)."""
         self.config = config.validate()
         self.backend = resolve_backend(config.backend)
         self.B = config.b
         self.M = min(config.minibatch, config.capacity)
         self.steps_done = 0
         if self.backend == "numpy":
-            self.ops = _NumpyOps(config, market, self.M)
+            self.ops = _NumpyOps(config, market, self.M, hidden)
         else:
-            self.ops = _DeviceOps(config, market, self.M)
+            self.ops = _DeviceOps(config, market, self.M, hidden)
         self.obs_dim = self.ops.obs_dim
         self._graph = None
         self.ops.reset()
@@ -202,7 +204,7 @@ class IntegratedTrainer:
 class _DeviceOps:
     """The step's operations as kernel launches on one stream (cuda and sim backends)."""
 
-    def __init__(self, config: TrainConfig, market, m: int):
+    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN):
         from numba import cuda
 
         from alpharl.controllers import Controllers
@@ -223,7 +225,7 @@ class _DeviceOps:
         else:
             self.sim = LobSim(market, config.sim, B, config.seed, stream=st)
         self.obs_dim = self.sim.obs_dim
-        self.nets = Nets(self.obs_dim, seed=config.seed)
+        self.nets = Nets(self.obs_dim, seed=config.seed, hidden=hidden)
         self.learner = Learner(self.nets, B, m, stream=st)
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, config.seed, stream=st)
         self.controllers = Controllers(st)
@@ -359,7 +361,7 @@ class _DeviceOps:
 class _NumpyOps:
     """The same operations on host arrays, through the kernels' NumPy references."""
 
-    def __init__(self, config: TrainConfig, market, m: int):
+    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN):
         from alpharl.nets import NetLayout
         from alpharl.reference.lobsim import ReferenceLobSim
         from alpharl.reference.replay import PrioritizedReplayReference
@@ -373,7 +375,7 @@ class _NumpyOps:
         else:
             self.sim = ReferenceLobSim(market, config.sim, B, config.seed)
         self.obs_dim = self.sim.obs_dim
-        self.layout = NetLayout(self.obs_dim)
+        self.layout = NetLayout(self.obs_dim, hidden)
         p0 = self.layout.init_params(config.seed)
         n = self.layout.n_params
         from alpharl.cuda_kernels.nets import adam as KA

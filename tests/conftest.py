@@ -17,6 +17,9 @@ def pytest_report_header(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # Longest first: with two workers the slow tests then overlap each other and the fast ones,
+    # instead of one of them running alone at the end (a stable sort keeps the file order otherwise).
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if target.on_simulator():
         skip = pytest.mark.skip(reason="needs a real GPU: the CUDA simulator runs kernels as Python threads")
         for item in items:

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from alpharl.cuda_kernels.registry import all_kernels
 
 
@@ -12,6 +14,7 @@ def test_registry_finds_kernels_in_every_group():
     assert {"controllers", "reductions"} <= groups
 
 
+@pytest.mark.slow
 def test_every_kernel_compiles_for_sm90():
     env = dict(os.environ, ALPHARL_TARGET="gpu")
     env.pop("NUMBA_ENABLE_CUDASIM", None)

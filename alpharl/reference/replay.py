@@ -173,7 +173,7 @@ class PrioritizedReplayReference(PrioritizedReplay):
     def _load(self, arr: np.ndarray, host: np.ndarray) -> None:
         arr[...] = host
 
-    def _launch(self, k, grid: int, block: int, *args) -> None:
+    def _launch(self, k, grid: int, block: int, *args, stream=None) -> None:
         _REFERENCE[k.name](*args)
 
     def _sync(self) -> None:

@@ -17,6 +17,7 @@ import math
 
 from numba import cuda, float32
 
+from alpharl import target
 from alpharl.cuda_kernels.controllers.common import finite
 from alpharl.cuda_kernels.nets.gemm import ELEMWISE_BLOCK
 from alpharl.cuda_kernels.reductions import strided_sumsq, tree_sum
@@ -43,8 +44,10 @@ COL_LR_SLOT = 3
 COL_OBS_SLOT = 4
 COL_NAN_SLOT = 5
 TABLE_COLS = 6
-#: Threads of rl_grad_guard's one block per module (a power of two: tree_sum).
-GUARD_BLOCK = 1024
+#: Threads of rl_grad_guard's one block per module (a power of two: tree_sum). Under the CUDA
+#: simulator, whose cost is its thread count (a Python thread each), 256: the same code at another
+#: power-of-two width.
+GUARD_BLOCK = 256 if target.on_simulator() else 1024
 #: Per-module device state, int32 [N_MODULES, STATE_COLS]: Adam step t, armed flag.
 STATE_STEP = 0
 STATE_ARMED = 1

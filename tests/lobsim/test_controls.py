@@ -145,6 +145,7 @@ def test_forced_flatten_switch(kind, flatten):
     assert sim.field("inventory")[0] == 0 and sim.field("cash")[0] == 0.0      # the reset dropped it
 
 
+@pytest.mark.slow
 def test_scripted_driver_same_on_gpu_and_reference(rng):
     from lobsim_helpers import real_market
 

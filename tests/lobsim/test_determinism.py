@@ -1,6 +1,7 @@
 """Same seed, same run; checkpoints restore bit-identically; invariants over a long run of
 the reference on real data (the kernels match it step for step, test_lobsim_vs_reference)."""
 import numpy as np
+import pytest
 
 from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import LobSim, SimParams, drain_fills
@@ -18,6 +19,7 @@ def _run(sim, acts, reset=True):
     return sim.state_dict()
 
 
+@pytest.mark.slow
 def test_same_seed_same_run(rng):
     market = real_market(rows=1_500)
     acts = rng.integers(0, 9, size=(20, 4)).astype(np.int32)

@@ -66,11 +66,13 @@ def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
     assert gpu.field("episode").sum() > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_gpu_matches_reference_every_step(config, rng):
     _run_against_reference(*CONFIGS[config], rng)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["amzn5-probabilistic", "synthetic"])
 @pytest.mark.parametrize("staged", [True, False])
 def test_launch_configurations_match_reference(config, staged, rng):

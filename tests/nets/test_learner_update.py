@@ -52,6 +52,7 @@ def _poison_outputs(learner):
         buf.copy_to_device(host)
 
 
+@pytest.mark.slow
 def test_whole_update_matches_reference_and_finite_differences(rng):
     nets = _nets(rng)
     lay = nets.layout
@@ -158,6 +159,7 @@ def test_act_forward_gives_the_policy_logits(rng):
     np.testing.assert_allclose(got, h @ w + bias, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("b, m", [(37, 5), (5, 37)])
 def test_ragged_batches_match_reference(rng, b, m):
     """B != M over several row tiles of the fused narrow forward and several chunks of the narrow dW:

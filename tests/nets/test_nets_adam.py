@@ -1,6 +1,7 @@
 """Adam (bias correction, lr from the ISV, the non-finite skip), gate G4
 target_soft_update, advantage/return, seeded initialisation and checkpoints."""
 import numpy as np
+import pytest
 from numba import cuda
 from support import assert_all_written, nonzero_uniform, poisoned
 
@@ -26,6 +27,7 @@ def _step(nets, isv_d):
         _gate(), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv_d, nets.adam_state)
 
 
+@pytest.mark.slow
 def test_adam_bias_correction_lr_from_isv_and_nan_skip(rng):
     nets = Nets(OBS_DIM, seed=3, hidden=2)  # small: the simulator runs one Python thread per parameter
     lay = nets.layout

@@ -125,6 +125,7 @@ def _launch_shape(shape, gate, a, b, bias, y, c, m, n, k, a_sm, a_sk, b_sk, b_sn
                       i32(k_split), i32(use_bias), i32(act), i32(beta), i32(ones_row))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", G.GEMM_SHAPES)
 def test_every_tile_shape_matches_float64(rng, shape):
     """Each registered tile shape, on ragged sizes crossing its tiles, in the three operand layouts the

@@ -185,6 +185,7 @@ def test_uniform_prediction_gives_ln21(rng):
     np.testing.assert_allclose(loss, math.log(N_ATOMS), rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 35])
 def test_c51_loss_one_warp_per_row(rng, n):
     """The launch of c51_grid (one warp per row, a partly filled last block) matches the reference and

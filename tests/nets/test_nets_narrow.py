@@ -51,6 +51,7 @@ def _run_forward(gate, h, th, p, target, lay, n_b, outs):
 
 
 # (150, 40, 35): several GEMM row tiles with a ragged last one, the env rows ending inside a tile.
+@pytest.mark.slow
 @pytest.mark.parametrize("n_rows, n_b, n_t", [(1, 1, 1), (67, 20, 13), (150, 40, 35)])
 def test_narrow_forward_matches_reference(rng, n_rows, n_b, n_t):
     lay, p, target = _layout_params(rng)
@@ -109,6 +110,7 @@ def _narrow_loss(p, pre, lay, n_b, dy, dh_s):
 # dX: tiles holding both env and replay rows, a ragged last tile; dW: chunks of several staged row tiles
 # (150, 20: 3 chunks of 50 rows), replay rows past the env rows (9, 70), a chunk count that is not a
 # multiple of REDUCE_UNROLL.
+@pytest.mark.slow
 @pytest.mark.parametrize("n_b, n_m", [(1, 1), (67, 13), (9, 70), (150, 20)])
 def test_narrow_backward_matches_reference_and_finite_differences(rng, n_b, n_m):
     lay, p, _ = _layout_params(rng)

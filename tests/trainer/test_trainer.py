@@ -121,12 +121,15 @@ def test_nan_guard_keeps_weights_finite(what):
     _check_isv_in_range(np.where(np.isnan(isv), 0, isv))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(target.on_simulator() is False, reason="the sim backend needs the CUDA simulator")
 def test_one_step_numpy_and_kernels_agree():
     """One step from the same state: the kernels (sim backend) and the NumPy references agree."""
     kw = dict(b=1, minibatch=2, replay_capacity=8)
-    ref = IntegratedTrainer(_cfg(**kw), MARKET)
-    dev = IntegratedTrainer(_cfg(backend="sim", **kw), MARKET)
+    # A narrow encoder: the simulator runs one Python thread per GPU thread, and the kernels take the
+    # width as an argument (their tiles cover any width; tests/nets checks them at several).
+    ref = IntegratedTrainer(_cfg(**kw), MARKET, hidden=16)
+    dev = IntegratedTrainer(_cfg(backend="sim", **kw), MARKET, hidden=16)
     ref.step()
     dev.step()
     isv_r, isv_d = ref.read_isv(), dev.read_isv()
@@ -145,3 +148,17 @@ def test_one_step_numpy_and_kernels_agree():
     lr_max = max(float(isv_r[s]) for s in S.LR_SLOTS)
     assert close.mean() > 0.99, f"{(~close).sum()} parameters differ"
     assert np.abs(p_d - p_r)[~close].max(initial=0) <= 2 * lr_max * 1.01
+
+
+def test_numpy_backend_launches_no_kernel(monkeypatch):
+    """The numpy backend runs the references only: a kernel launch (slow under the simulator,
+    impossible without one) would mean an operation lost its reference path."""
+    from alpharl.cuda_kernels import registry
+
+    def refuse(self, launch_config):
+        raise AssertionError(f"numpy backend launched {self.name}")
+
+    monkeypatch.setattr(registry.Kernel, "__getitem__", refuse)
+    tr = IntegratedTrainer(_cfg(k_max=2), MARKET)
+    tr.run(2)
+    assert np.isfinite(tr.read_isv()[S.RL_LOSS_Q])
