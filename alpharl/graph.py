@@ -62,9 +62,7 @@ class CapturedGraph:
     def _count_nodes(self) -> int:
         from cuda.bindings import driver as drv
 
-        res = drv.cuGraphGetNodes(self._graph, 0)  # (err, nodes, count) with an empty query
-        _check(res[0])
-        return int(res[-1])
+        return int(_check_count(drv.cuGraphGetNodes(self._graph, 0)))  # (err, nodes, count): an empty query
 
     def critical_path(self) -> int:
         """Nodes on the graph's longest dependency chain: what a replay waits for in sequence when the

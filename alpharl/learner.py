@@ -221,7 +221,7 @@ class Learner:
                           (self.q_val, self.v_out, self.pi_logits, self.bce_out, self.aux_out, self.v_dq), gather=False)
         br.join(Q_FORWARD)
 
-        # 4-5. on a branch: (b) V blend (seed phase-4.4: alpha from V_scalar vs V_dq at s_t, a whole-batch
+        # 3. on a branch: (b) V blend (seed phase-4.4: alpha from V_scalar vs V_dq at s_t, a whole-batch
         # reduction), then per env row V_used at t and t+1, (c) advantage and return, (d) PPO, (e) value,
         # (f) BCE and AUX
         s = self.loss_stride
@@ -233,7 +233,7 @@ class Learner:
             self.aux_out, env.label_ret, i32(b), isv, i32(s), self.v_used, self.v_used_tp1, self.advantage, self.ret,
             self.d_pi, self.entropy, self.kl, self.ratio, self.dv, self.dbce, self.daux, self.losses)
 
-        # 3. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
+        # 4. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
         argmax_expected_q[(*argmax_expected_q_grid(m), st)](
             gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), self.a_star)
         br.join(TARGET)
@@ -247,7 +247,7 @@ class Learner:
         ln.backward_dx(gate, self.d_adv, m, L["q.adv"], p, hv(self.dh, o_s, o_sp), accumulate=False)
         br.join(ENV_ROWS)
 
-        # 6. narrow layers' backward: [dW; db] of q.val (rows s), pi, V, BCE, AUX (rows s_t); dh(s_t), dh(s) += q.val's
+        # 5. narrow layers' backward: [dW; db] of q.val (rows s), pi, V, BCE, AUX (rows s_t); dh(s_t), dh(s) += q.val's
         n_chunks, chunk_rows = KN.dw_split(max(b, m))
         wst = br.fork(NARROW_DW)
         KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.DW_THREADS, wst](
@@ -259,7 +259,7 @@ class Learner:
             gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
             self.dh)
 
-        # 7. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2); layer 2's
+        # 6. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2); layer 2's
         # [dW; db] and the loss means on a branch, layer 2's dX and layer 1's [dW; db] on the main stream
         h1_g = hv(self.h1, 0, grows)
         dh_g = hv(self.dh, 0, grows)
@@ -272,7 +272,7 @@ class Learner:
         br.join(Q_DW)
         br.join(ENC_DW)
 
-        # 8. (h) grad norms + non-finite guard, Adam on every module
+        # 7. (h) grad norms + non-finite guard, Adam on every module
         KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state)
         KA.rl_adam[eb(lay.n_params)](gate, p, gr, nets.adam_m, nets.adam_v, i32(lay.n_params), nets.table, isv,
                                      nets.adam_state)

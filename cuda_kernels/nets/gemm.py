@@ -32,9 +32,9 @@ and one barrier per slice separates the two stages.
 
 Shapes. One kernel per (PM, PN, TK) (``GEMM_SHAPES``); ``gemm_shape`` picks
 one per product: 128 x 128 tiles for big products (128 x 96 where that pads
-N less), 128 x 32 / 128 x 64 for narrow outputs, 64 x 64 / 64 x 32 with a wide TK (fewer dependent slices) when
-the product is too small to fill the GPU with big tiles. B = 1 and B = 65536
-run the same code.
+N less), 128 x 32 / 128 x 64 for narrow outputs, 64 x 64 / 64 x 32 with a wide
+TK (fewer dependent slices) when the product is too small to fill the GPU with
+big tiles. B = 1 and B = 65536 run the same code.
 """
 import math
 import struct
