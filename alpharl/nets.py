@@ -303,5 +303,6 @@ class Launcher:
             np.int32(rows), np.int32(1), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(1),
             np.int32(k_split), np.int32(0), np.int32(G.ACT_NONE), np.int32(0), np.int32(1))
         size = layer.size
-        G.rl_split_reduce[_cdiv(size, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, self.stream](
+        grid, block = G.split_reduce_launch(size)
+        G.rl_split_reduce[grid, block, self.stream](
             gate, partial, np.int32(splits), np.int32(size), grads[layer.block])

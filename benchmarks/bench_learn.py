@@ -171,12 +171,13 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
 
 def _table(results: list[dict], peak: float) -> str:
     lines = ["| B | M | update µs | update TFLOP/s | % fp32 peak | " +
-             " | ".join(f"{k} µs (TFLOP/s)" for k in results[0]["kernels"]) + " |",
+             " | ".join(f"{k} µs (TFLOP/s, % peak)" for k in results[0]["kernels"]) + " |",
              "|" + "---|" * (5 + len(results[0]["kernels"]))]
     for r in results:
         cells = [str(r["B"]), str(r["M"]), f"{r['update_us']:.1f}", f"{r['update_tflops']:.2f}",
                  f"{100 * r['update_tflops'] / peak:.1f}%"]
-        cells += [f"{k['us']:.1f} ({k['tflops']:.2f})" for k in r["kernels"].values()]
+        cells += [f"{k['us']:.1f} ({k['tflops']:.2f}, {100 * k['tflops'] / peak:.1f}%)" if k["tflops"] else f"{k['us']:.1f}"
+                  for k in r["kernels"].values()]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

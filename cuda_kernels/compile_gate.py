@@ -5,13 +5,21 @@ test can still fail to compile for the device. This gate compiles each kernel
 of the registry with its launch signature to PTX for ``sm_90`` (the H200), using
 the CUDA 13 toolkit wheels, and reports every failure.
 
-Run as ``python -m alpharl.cuda_kernels.compile_gate`` (it must start in a
-fresh process: the simulator flag is read when numba is imported).
+With ``--resources`` it also assembles each kernel's PTX to sm_90 machine code
+through nvJitLink (a toolkit wheel: no GPU, no driver) and reports what ptxas
+gave it: registers a thread, stack frame and spill bytes. A kernel meant to keep
+its working set in registers (the GEMMs' accumulators) shows a stack frame when
+the compiler had to put an array in local memory.
+
+Run as ``python -m alpharl.cuda_kernels.compile_gate [--resources] [NAME ...]``
+(it must start in a fresh process: the simulator flag is read when numba is
+imported).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -41,7 +49,33 @@ def _install_device_shim() -> None:
     dispatcher.get_current_device = lambda: _GateDevice()
 
 
-def compile_all(names: list[str] | None = None) -> dict:
+def ptxas_resources(ptx: str, max_registers: int | None = None) -> dict:
+    """Registers a thread, stack frame and spill-store bytes ptxas assigns the PTX's kernel on
+    TARGET_CC (the largest over its functions), through nvJitLink."""
+    from cuda.bindings import nvjitlink
+
+    opts = [f"-arch=sm_{TARGET_CC[0]}{TARGET_CC[1]}", "-verbose"]
+    if max_registers:
+        opts.append(f"-maxrregcount={max_registers}")
+    data = ptx.encode()
+    handle = nvjitlink.create(len(opts), opts)
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        nvjitlink.complete(handle)
+        log = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, log)
+    finally:
+        nvjitlink.destroy(handle)
+    text = log.decode(errors="replace")
+
+    def most(pattern):
+        return max((int(v) for v in re.findall(pattern, text, re.IGNORECASE)), default=0)
+
+    return {"registers": most(r"used (\d+) registers"), "stack_bytes": most(r"(\d+) bytes stack frame"),
+            "spill_bytes": most(r"(\d+) bytes spill stores")}
+
+
+def compile_all(names: list[str] | None = None, resources: bool = False) -> dict:
     import alpharl  # noqa: F401  (sets NUMBA_ENABLE_CUDASIM=0 before numba loads)
     from numba import config, cuda
 
@@ -59,10 +93,11 @@ def compile_all(names: list[str] | None = None) -> dict:
             ptx, _ = cuda.compile(k.py_func, k.signature, device=False, abi="numba", cc=TARGET_CC, output="ptx")
             ok = ".target sm_90" in ptx
             err = None if ok else "PTX does not target sm_90"
+            row = ptxas_resources(ptx, k.options.get("max_registers")) if ok and resources else {}
         except Exception as exc:  # report every failure, keep going
-            ok, err = False, "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            ok, err, row = False, "".join(traceback.format_exception_only(type(exc), exc)).strip(), {}
         results.append({"kernel": k.qualname, "signature": k.signature, "ok": ok,
-                        "seconds": round(time.perf_counter() - t0, 3), "error": err})
+                        "seconds": round(time.perf_counter() - t0, 3), "error": err, **row})
     return {"cc": list(TARGET_CC), "kernels": results}
 
 
@@ -72,7 +107,10 @@ def main() -> int:
         env = dict(os.environ, ALPHARL_TARGET="gpu")
         env.pop("NUMBA_ENABLE_CUDASIM", None)
         os.execve(sys.executable, [sys.executable, "-m", __spec__.name, *sys.argv[1:]], env)
-    report = compile_all(sys.argv[1:] or None)
+    args = sys.argv[1:]
+    resources = "--resources" in args
+    names = [a for a in args if a != "--resources"]
+    report = compile_all(names or None, resources)
     json.dump(report, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0 if report["kernels"] and all(r["ok"] for r in report["kernels"]) else 1

@@ -28,7 +28,12 @@ PM = PN = 4 that is 8 shared loads per 64 FMAs (1 : 8), which leaves the FMA
 pipes the bound instead of the load pipe (1 : 2 for the former 4 x 4 scalar
 block, a 12.5 % ceiling). K advances in TK-wide slices, double-buffered: the
 next slice's global loads are in flight while the current slice is computed,
-and one barrier per slice separates the two stages.
+and one barrier per slice separates the two stages. A thread's slots of a slice are
+fixed by its id, so a global load costs one address add, and inner tiles skip bounds tests.
+The epilogue stages C through the then idle operand buffers (in one or two passes): every
+accumulator index is a constant there, so the accumulators stay in registers (an epilogue
+looping over them would put them in local memory), and the bias / activation / store pass
+runs on consecutive float pairs a warp (coalesced).
 
 Shapes. One kernel per (PM, PN, TK) (``GEMM_SHAPES``); ``gemm_shape`` picks
 one per product: 128 x 128 tiles for big products (128 x 96 where that pads
@@ -108,54 +113,89 @@ def tile_of(pm: int, pn: int) -> tuple[int, int]:
     return 2 * BLOCK_Y * pm, 2 * BLOCK_X * pn
 
 
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
 def _make_stage(n_pairs, tk):
     """Device functions that move one TK x (2 n_pairs) operand slice: global -> registers -> shared.
 
-    Index arithmetic is uint64 throughout: Numba adds a negative-index wraparound test to
-    every signed array index, which in the inner loops costs more than the loads themselves.
+    A thread's slots of the slice are fixed by its id: its first pair (xp, kk) and one step
+    (dxp, dkk) per further load (``plan``), so a load costs an address add, not a division.
+    Consecutive threads walk the operand's contiguous dimension so loads coalesce: x when
+    x_fast (rows of XW >= n_pairs slots, XW a power of two dividing the block; slots past
+    n_pairs idle), else kk (TK divides the block). Index arithmetic is uint64 throughout:
+    Numba adds a negative-index wraparound test to every signed array index, which in the
+    inner loops costs more than the loads themselves.
     """
-    n_loads = _cdiv(n_pairs * tk, GEMM_THREADS)
-    u_pairs, u_tk, u_cols = uint64(n_pairs), uint64(tk), uint64(n_pairs + SMEM_PAD)
-    u_slice = uint64(n_pairs * tk)
+    xw = _pow2_at_least(n_pairs)
+    assert GEMM_THREADS % xw == 0 and GEMM_THREADS % tk == 0
+    n_loads = max(_cdiv(xw * tk, GEMM_THREADS), _cdiv(n_pairs * tk, GEMM_THREADS))
+    exact = xw == n_pairs and n_pairs * tk % GEMM_THREADS == 0   # every slot of every load is in the slice
+    u_pairs, u_tk, u_cols, u_xw = uint64(n_pairs), uint64(tk), uint64(n_pairs + SMEM_PAD), uint64(xw)
+    x_rows, k_rows = uint64(GEMM_THREADS // xw), uint64(GEMM_THREADS // tk)
+    u0, u1, u2 = uint64(0), uint64(1), uint64(2)
 
     @cuda.jit(device=True)
-    def slot(idx, x_fast):
-        """(xp, kk) of a thread's idx-th pair of the slice: xp fastest when x_fast, else kk."""
+    def plan(tid, x_fast):
+        """(xp, kk, dxp, dkk): a thread's first slot of the slice and its step per further load."""
         if x_fast:
-            return idx % u_pairs, idx // u_pairs
-        return idx // u_tk, idx % u_tk
+            return tid % u_xw, tid // u_xw, u0, x_rows
+        return tid // u_tk, tid % u_tk, k_rows, u0
 
     @cuda.jit(device=True)
     def fetch(src, regs, tid, x0, x_len, k0, k_end, s_x, s_k, x_fast):
         """regs[2r], regs[2r+1] = S(x, k), S(x+1, k) for this thread's r-th pair of the slice at k0,
-        S(x, k) = src[x s_x + k s_k], 0 outside x < x_len, k < k_end (all uint64). Consecutive
-        threads walk the operand's contiguous dimension (x when x_fast, else k) so loads coalesce."""
-        for r in range(n_loads):
-            idx = tid + uint64(r * GEMM_THREADS)
-            v0 = float32(0.0)
-            v1 = float32(0.0)
-            if idx < u_slice:
-                xp, kk = slot(idx, x_fast)
-                gx = x0 + uint64(2) * xp
-                gk = k0 + kk
-                if gk < k_end:
+        S(x, k) = src[x s_x + k s_k], 0 outside x < x_len, k < k_end (all uint64; k0 < k_end)."""
+        xp, kk, dxp, dkk = plan(tid, x_fast)
+        gx = x0 + u2 * xp
+        off = gx * s_x + (k0 + kk) * s_k
+        step = u2 * dxp * s_x + dkk * s_k
+        if exact and x0 + u2 * u_pairs <= x_len and k0 + u_tk <= k_end:   # an inner tile: no bounds
+            for r in range(n_loads):
+                regs[2 * r] = src[off]
+                regs[2 * r + 1] = src[off + s_x]
+                off += step
+        else:
+            k_lim = min(k_end - k0, u_tk)
+            for r in range(n_loads):
+                v0 = float32(0.0)
+                v1 = float32(0.0)
+                if kk < k_lim and xp < u_pairs:
                     if gx < x_len:
-                        v0 = src[gx * s_x + gk * s_k]
-                    if gx + uint64(1) < x_len:
-                        v1 = src[(gx + uint64(1)) * s_x + gk * s_k]
-            regs[2 * r] = v0
-            regs[2 * r + 1] = v1
+                        v0 = src[off]
+                    if gx + u1 < x_len:
+                        v1 = src[off + s_x]
+                regs[2 * r] = v0
+                regs[2 * r + 1] = v1
+                off += step
+                gx += u2 * dxp
+                xp += dxp
+                kk += dkk
 
     @cuda.jit(device=True)
     def store(regs, sh, base, tid, x_fast):
         """sh[base + kk (n_pairs + SMEM_PAD) + xp] = the pair fetched for (kk, xp)."""
+        xp, kk, dxp, dkk = plan(tid, x_fast)
+        o = base + kk * u_cols + xp
+        step = dkk * u_cols + dxp
         for r in range(n_loads):
-            idx = tid + uint64(r * GEMM_THREADS)
-            if idx < u_slice:
-                xp, kk = slot(idx, x_fast)
-                sh[base + kk * u_cols + xp] = pack2(regs[2 * r], regs[2 * r + 1])
+            if exact or (xp < u_pairs and kk < u_tk):
+                sh[o] = pack2(regs[2 * r], regs[2 * r + 1])
+            o += step
+            xp += dxp
+            kk += dkk
 
     return fetch, store, n_loads
+
+
+def _epilogue_passes(pm: int, tile_pairs: int, smem_pairs: int) -> int:
+    """Passes of the C tile through shared memory: 1, or 2 (half the row blocks each) when the
+    whole tile does not fit in the operand buffers."""
+    for n in (1, 2):
+        if pm % n == 0 and tile_pairs // n <= smem_pairs:
+            return n
+    raise ValueError(f"C tile of {tile_pairs} pairs does not fit {smem_pairs} in two passes")
 
 
 def _make_gemm(pm: int, pn: int, tk: int):
@@ -165,19 +205,63 @@ def _make_gemm(pm: int, pn: int, tk: int):
     a_cols, b_cols = a_pairs + SMEM_PAD, b_pairs + SMEM_PAD
     a_stage, b_stage = tk * a_cols, tk * b_cols   # one buffer stage, in float pairs
     a_size, b_size = 2 * a_stage, 2 * b_stage
+    sh_size = a_size + b_size
     rm, rn = 2 * pm, 2 * pn          # register block of one thread
     n_acc = rm * rn                  # local array sizes must be plain constants for the typer
     fetch_a, store_a, a_loads = _make_stage(a_pairs, tk)
     fetch_b, store_b, b_loads = _make_stage(b_pairs, tk)
     n_pa, n_pb = 2 * a_loads, 2 * b_loads
+    # The epilogue stages C through the (then idle) operand buffers, n_pass row blocks at a time.
+    n_pass = _epilogue_passes(pm, a_pairs * tn, sh_size)
+    pass_rows, pass_pm = tm // n_pass, pm // n_pass
+    pass_items = pass_rows * b_pairs
     u1, u2 = uint64(1), uint64(2)
+    u_bp, u_b0 = uint64(b_pairs), uint64(a_size)
+
+    @cuda.jit(device=True)
+    def stash(acc, sh, p, tx, ty):
+        """sh[r b_pairs + cp] = this thread's C pair (row r, columns 2 cp, 2 cp + 1) of pass p, for its
+        rows r = 2 (ty + 16 a) + b. Every acc index is a constant once p is (the caller's literal):
+        the accumulators stay in registers."""
+        for a in range(pass_pm):
+            for bb in range(2):
+                i = 2 * (p * pass_pm + a) + bb
+                row = (u2 * (ty + uint64(a * BLOCK_Y)) + uint64(bb)) * u_bp
+                for jj in range(pn):
+                    sh[row + tx + uint64(jj * BLOCK_X)] = pack2(acc[i * rn + 2 * jj], acc[i * rn + 2 * jj + 1])
+
+    @cuda.jit(device=True)
+    def write_out(sh, p, tid, m0, n0, mr, nc, c0, c, bias, y, use_bias, act, beta):
+        """C rows of pass p from shared memory to global, a float pair a thread, consecutive threads
+        on consecutive pairs of a row (coalesced): + bias, + old C, then act."""
+        e = tid
+        while e < uint64(pass_items):
+            d = sh[e]
+            gm = m0 + uint64(p * pass_rows) + e // u_bp
+            gn = n0 + u2 * (e % u_bp)
+            if gm < mr:
+                for q in range(2):
+                    if gn < nc:
+                        v = lo_of(d) if q == 0 else hi_of(d)
+                        off = c0 + gm * nc + gn
+                        if use_bias != 0:
+                            v += bias[gn]
+                        if beta != 0:
+                            v += c[off]
+                        if act == ACT_TANH:
+                            v = math.tanh(v)
+                        elif act == ACT_TANH_GRAD:
+                            yv = y[gm * nc + gn]
+                            v *= float32(1.0) - yv * yv
+                        c[off] = v
+                    gn += u1
+            e += uint64(GEMM_THREADS)
 
     def gemm(gate, a, b, bias, y, c, m_rows, n_cols, k_len, a_sm, a_sk, b_sk, b_sn, k_split,
              use_bias, act, beta, ones_row):
         if gate[0] == 0:
             return
-        a_sh = cuda.shared.array(a_size, float64)
-        b_sh = cuda.shared.array(b_size, float64)
+        sh = cuda.shared.array(sh_size, float64)   # A stages, then B stages
         acc = cuda.local.array(n_acc, float32)
         ra = cuda.local.array(rm, float32)
         rb = cuda.local.array(rn, float32)
@@ -202,12 +286,13 @@ def _make_gemm(pm: int, pn: int, tk: int):
         for i in range(n_acc):
             acc[i] = float32(0.0)
 
-        fetch_a(a, pa, tid, m0, mr, k_begin, k_end, asm, ask, a_fast)
-        fetch_b(b, pb, tid, n0, nc, k_begin, k_end, bsn, bsk, b_fast)
-        store_a(pa, a_sh, uint64(0), tid, a_fast)
-        store_b(pb, b_sh, uint64(0), tid, b_fast)
-        cuda.syncthreads()
         n_slices = (int(k_end) - int(k_begin) + tk - 1) // tk if k_end > k_begin else 0
+        if n_slices > 0:
+            fetch_a(a, pa, tid, m0, mr, k_begin, k_end, asm, ask, a_fast)
+            fetch_b(b, pb, tid, n0, nc, k_begin, k_end, bsn, bsk, b_fast)
+            store_a(pa, sh, uint64(0), tid, a_fast)
+            store_b(pb, sh, u_b0, tid, b_fast)
+        cuda.syncthreads()
         s = uint64(0)
         for t in range(n_slices):
             nxt = k_begin + uint64((t + 1) * tk)
@@ -215,14 +300,14 @@ def _make_gemm(pm: int, pn: int, tk: int):
                 fetch_a(a, pa, tid, m0, mr, nxt, k_end, asm, ask, a_fast)
                 fetch_b(b, pb, tid, n0, nc, nxt, k_end, bsn, bsk, b_fast)
             ka = s * uint64(a_stage) + ty
-            kb = s * uint64(b_stage) + tx
+            kb = u_b0 + s * uint64(b_stage) + tx
             for kk in range(tk):
                 for i in range(pm):
-                    d = a_sh[ka + uint64(i * BLOCK_Y)]
+                    d = sh[ka + uint64(i * BLOCK_Y)]
                     ra[2 * i] = lo_of(d)
                     ra[2 * i + 1] = hi_of(d)
                 for j in range(pn):
-                    d = b_sh[kb + uint64(j * BLOCK_X)]
+                    d = sh[kb + uint64(j * BLOCK_X)]
                     rb[2 * j] = lo_of(d)
                     rb[2 * j + 1] = hi_of(d)
                 for i in range(rm):
@@ -231,35 +316,26 @@ def _make_gemm(pm: int, pn: int, tk: int):
                 ka += uint64(a_cols)
                 kb += uint64(b_cols)
             if sums_cols:
-                kc = s * uint64(b_stage) + tid
+                kc = u_b0 + s * uint64(b_stage) + tid
                 for kk in range(tk):
-                    d = b_sh[kc + uint64(kk * b_cols)]
+                    d = sh[kc + uint64(kk * b_cols)]
                     cs0 += lo_of(d)
                     cs1 += hi_of(d)
             if nxt < k_end:
-                store_a(pa, a_sh, (u1 - s) * uint64(a_stage), tid, a_fast)
-                store_b(pb, b_sh, (u1 - s) * uint64(b_stage), tid, b_fast)
+                store_a(pa, sh, (u1 - s) * uint64(a_stage), tid, a_fast)
+                store_b(pb, sh, u_b0 + (u1 - s) * uint64(b_stage), tid, b_fast)
             cuda.syncthreads()
             s = u1 - s
 
         c0 = z * (mr + uint64(ones_row)) * nc
-        for i in range(rm):
-            gm = m0 + u2 * (ty + uint64((i // 2) * BLOCK_Y)) + uint64(i % 2)
-            for j in range(rn):
-                gn = n0 + u2 * (tx + uint64((j // 2) * BLOCK_X)) + uint64(j % 2)
-                if gm < mr and gn < nc:
-                    v = acc[i * rn + j]
-                    off = c0 + gm * nc + gn
-                    if use_bias != 0:
-                        v += bias[gn]
-                    if beta != 0:
-                        v += c[off]
-                    if act == ACT_TANH:
-                        v = math.tanh(v)
-                    elif act == ACT_TANH_GRAD:
-                        yv = y[gm * nc + gn]
-                        v *= float32(1.0) - yv * yv
-                    c[off] = v
+        stash(acc, sh, 0, tx, ty)
+        cuda.syncthreads()
+        write_out(sh, 0, tid, m0, n0, mr, nc, c0, c, bias, y, use_bias, act, beta)
+        if n_pass > 1:
+            cuda.syncthreads()
+            stash(acc, sh, 1, tx, ty)
+            cuda.syncthreads()
+            write_out(sh, 1, tid, m0, n0, mr, nc, c0, c, bias, y, use_bias, act, beta)
         if sums_cols:
             gn = n0 + u2 * tid
             if gn < nc:
@@ -318,17 +394,58 @@ def gemm_launch(m: int, n: int, splits: int = 1, shape=None):
     return GEMM_KERNELS[shape], (_cdiv(n, tn), _cdiv(m, tm), splits), (BLOCK_X, BLOCK_Y)
 
 
+#: rl_split_reduce block: SPLIT_COLS consecutive outputs x SPLIT_GROUPS interleaved groups of splits.
+#: Under the CUDA simulator, whose cost is its thread count (a Python thread each), one group of
+#: 256: the same code at one thread an output (the GPU suite runs the grouped sum).
+SPLIT_COLS = 256 if target.on_simulator() else 32
+SPLIT_GROUPS = 1 if target.on_simulator() else 8
+
+
+def split_reduce_launch(size: int) -> tuple[int, tuple[int, int]]:
+    """(grid, block) of ``rl_split_reduce`` over `size` outputs."""
+    return _cdiv(size, SPLIT_COLS), (SPLIT_COLS, SPLIT_GROUPS)
+
+
 @kernel("void(int32[::1], float32[::1], int32, int32, float32[::1])")
 def rl_split_reduce(gate, partial, n_splits, size, out):
-    """out[i] = sum_{s < n_splits} partial[s size + i], summed in split order (deterministic).
+    """out[i] = sum over s < n_splits of partial[s size + i], in a fixed order (deterministic).
 
-    Launch [ceil(size / ELEMWISE_BLOCK), ELEMWISE_BLOCK]. gate[0] == 0: writes nothing.
+    Why grouped: the partials sit in L2 right after the GEMM, so the reduce is a chain of L2
+    round trips; one thread an output walked all its splits one after another (~10 µs for 64
+    splits of the encoder's 16512 gradients, on a grid of 65 blocks). Here group g of a
+    block's SPLIT_GROUPS sums splits g, g + G, g + 2G, ... in that order, four loads in flight,
+    and thread g = 0 then adds the G group sums in g order.
+
+    Launch ``split_reduce_launch(size)``. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
         return
-    i = cuda.grid(1)
-    if i < size:
-        acc = float32(0.0)
-        for s in range(n_splits):
-            acc += partial[s * size + i]
-        out[i] = acc
+    sums = cuda.shared.array((SPLIT_GROUPS, SPLIT_COLS), float32)
+    x = cuda.threadIdx.x
+    g = cuda.threadIdx.y
+    i = uint64(cuda.blockIdx.x) * uint64(SPLIT_COLS) + uint64(x)
+    n, u_size, step = uint64(n_splits), uint64(size), uint64(SPLIT_GROUPS)
+    acc = float32(0.0)
+    if i < u_size:
+        s = uint64(g)
+        while s + uint64(3) * step < n:   # the four loads are independent: all in flight at once
+            v0 = partial[s * u_size + i]
+            v1 = partial[(s + step) * u_size + i]
+            v2 = partial[(s + uint64(2) * step) * u_size + i]
+            v3 = partial[(s + uint64(3) * step) * u_size + i]
+            acc += v0
+            acc += v1
+            acc += v2
+            acc += v3
+            s += uint64(4) * step
+        while s < n:
+            acc += partial[s * u_size + i]
+            s += step
+    sums[g, x] = acc
+    if SPLIT_GROUPS > 1:   # with one group a thread reads back only its own sum
+        cuda.syncthreads()
+    if g == 0 and i < u_size:
+        tot = sums[0, x]
+        for q in range(1, SPLIT_GROUPS):
+            tot += sums[q, x]
+        out[i] = tot

@@ -117,6 +117,27 @@ def test_gate_zero_writes_nothing(rng):
     assert np.isnan(out.copy_to_host()).all()
 
 
+@pytest.mark.parametrize("n_splits", [1, 7, 43])
+def test_split_reduce_sums_every_split(rng, n_splits):
+    """rl_split_reduce = the float64 sum over splits, every output written, bit-identical on a rerun.
+
+    43 splits: each group of splits runs its four-load loop and its remainder; 70 outputs: a ragged block."""
+    size = 70
+    part = nonzero_uniform(rng, (n_splits, size))
+    d_part = cuda.to_device(part.ravel())
+    out = poisoned(size)
+    grid, block = G.split_reduce_launch(size)
+    G.rl_split_reduce[grid, block](_gate(), d_part, np.int32(n_splits), np.int32(size), out)
+    got = assert_all_written(out)
+    np.testing.assert_allclose(got, part.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    again = poisoned(size)
+    G.rl_split_reduce[grid, block](_gate(), d_part, np.int32(n_splits), np.int32(size), again)
+    assert np.array_equal(again.copy_to_host(), got)
+    idle = poisoned(size)
+    G.rl_split_reduce[grid, block](_gate(0), d_part, np.int32(n_splits), np.int32(size), idle)
+    assert np.isnan(idle.copy_to_host()).all()
+
+
 def _launch_shape(shape, gate, a, b, bias, y, c, m, n, k, a_sm, a_sk, b_sk, b_sn, k_split, use_bias, act, beta,
                   ones_row, splits=1):
     kern, grid, block = G.gemm_launch(m, n, splits, shape)
