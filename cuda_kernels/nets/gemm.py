@@ -189,6 +189,13 @@ def _make_stage(n_pairs, tk):
     return fetch, store, n_loads
 
 
+def gemm_k_unroll(pm: int, pn: int) -> int:
+    """K steps whose operands a thread loads before their FMAs: 4 for the 2 x 2 register block,
+    2 for 4 x 2, else 1. A small block is a chain of shared loads each followed by a few FMAs;
+    the big ones have the FMAs to hide the load and no registers to spare (128-register cap)."""
+    return {1: 4, 2: 2}.get(pm * pn, 1)
+
+
 def _epilogue_passes(pm: int, tile_pairs: int, smem_pairs: int) -> int:
     """Passes of the C tile through shared memory: 1, or 2 (half the row blocks each) when the
     whole tile does not fit in the operand buffers."""
@@ -207,6 +214,9 @@ def _make_gemm(pm: int, pn: int, tk: int):
     a_size, b_size = 2 * a_stage, 2 * b_stage
     sh_size = a_size + b_size
     rm, rn = 2 * pm, 2 * pn          # register block of one thread
+    ku = gemm_k_unroll(pm, pn)
+    assert tk % ku == 0
+    n_ra, n_rb = ku * rm, ku * rn
     n_acc = rm * rn                  # local array sizes must be plain constants for the typer
     fetch_a, store_a, a_loads = _make_stage(a_pairs, tk)
     fetch_b, store_b, b_loads = _make_stage(b_pairs, tk)
@@ -263,8 +273,8 @@ def _make_gemm(pm: int, pn: int, tk: int):
             return
         sh = cuda.shared.array(sh_size, float64)   # A stages, then B stages
         acc = cuda.local.array(n_acc, float32)
-        ra = cuda.local.array(rm, float32)
-        rb = cuda.local.array(rn, float32)
+        ra = cuda.local.array(n_ra, float32)
+        rb = cuda.local.array(n_rb, float32)
         pa = cuda.local.array(n_pa, float32)
         pb = cuda.local.array(n_pb, float32)
         tx = uint64(cuda.threadIdx.x)
@@ -301,20 +311,24 @@ def _make_gemm(pm: int, pn: int, tk: int):
                 fetch_b(b, pb, tid, n0, nc, nxt, k_end, bsn, bsk, b_fast)
             ka = s * uint64(a_stage) + ty
             kb = u_b0 + s * uint64(b_stage) + tx
-            for kk in range(tk):
-                for i in range(pm):
-                    d = sh[ka + uint64(i * BLOCK_Y)]
-                    ra[2 * i] = lo_of(d)
-                    ra[2 * i + 1] = hi_of(d)
-                for j in range(pn):
-                    d = sh[kb + uint64(j * BLOCK_X)]
-                    rb[2 * j] = lo_of(d)
-                    rb[2 * j + 1] = hi_of(d)
-                for i in range(rm):
-                    for j in range(rn):
-                        acc[i * rn + j] += ra[i] * rb[j]
-                ka += uint64(a_cols)
-                kb += uint64(b_cols)
+            for kk in range(tk // ku):
+                # ku K steps' operand pairs loaded first, then their FMAs in k order: one shared-load
+                # latency per ku steps instead of per step (small tiles are that latency chain).
+                for u in range(ku):
+                    for i in range(pm):
+                        d = sh[ka + uint64(u * a_cols + i * BLOCK_Y)]
+                        ra[u * rm + 2 * i] = lo_of(d)
+                        ra[u * rm + 2 * i + 1] = hi_of(d)
+                    for j in range(pn):
+                        d = sh[kb + uint64(u * b_cols + j * BLOCK_X)]
+                        rb[u * rn + 2 * j] = lo_of(d)
+                        rb[u * rn + 2 * j + 1] = hi_of(d)
+                for u in range(ku):
+                    for i in range(rm):
+                        for j in range(rn):
+                            acc[i * rn + j] += ra[u * rm + i] * rb[u * rn + j]
+                ka += uint64(ku * a_cols)
+                kb += uint64(ku * b_cols)
             if sums_cols:
                 kc = u_b0 + s * uint64(b_stage) + tid
                 for kk in range(tk):
