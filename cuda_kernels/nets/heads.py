@@ -28,13 +28,18 @@ def support(j):
 
 
 @cuda.jit(device=True)
-def dueling_logits(adv, a_off, val, v_off, action, out):
-    """out[z] = v[z] + adv[action, z] - mean_a adv[a, z] for one sample."""
-    for z in range(N_ATOMS):
-        s = float32(0.0)
-        for k in range(N_ACTIONS):
-            s += adv[a_off + k * N_ATOMS + z]
-        out[z] = val[v_off + z] + adv[a_off + action * N_ATOMS + z] - s / float32(N_ACTIONS)
+def adv_mean(adv, b, z):
+    """mean_a adv[b, a, z]: the dueling baseline of atom z of row b (adv flat [n, N_ACTIONS, N_ATOMS])."""
+    s = float32(0.0)
+    for k in range(N_ACTIONS):
+        s += adv[b * N_Q_OUT + k * N_ATOMS + z]
+    return s / float32(N_ACTIONS)
+
+
+@cuda.jit(device=True)
+def dueling_logit(adv, val, b, action, z, mean):
+    """Row b's logit of (action, atom z): v[z] + adv[action, z] - mean, mean = adv_mean(adv, b, z)."""
+    return val[b * N_ATOMS + z] + adv[b * N_Q_OUT + action * N_ATOMS + z] - mean
 
 
 @cuda.jit(device=True)
@@ -101,11 +106,10 @@ def rl_dueling_logits(gate, adv, val, n, out):
         return
     b = cuda.grid(1)
     if b < n:
-        x = cuda.local.array(N_ATOMS, float32)
-        for a in range(N_ACTIONS):
-            dueling_logits(adv, b * N_Q_OUT, val, b * N_ATOMS, a, x)
-            for z in range(N_ATOMS):
-                out[b * N_Q_OUT + a * N_ATOMS + z] = x[z]
+        for z in range(N_ATOMS):   # the baseline once an atom, not once an (action, atom)
+            mean = adv_mean(adv, b, z)
+            for a in range(N_ACTIONS):
+                out[b * N_Q_OUT + a * N_ATOMS + z] = dueling_logit(adv, val, b, a, z, mean)
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, int32, int32, float32[::1])")

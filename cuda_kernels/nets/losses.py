@@ -19,8 +19,8 @@ import math
 
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.nets.heads import N_Q_OUT, log_softmax_inplace, log_sum_exp, support
-from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, dueling_logit, warp_rows_grid
+from alpharl.cuda_kernels.nets.heads import N_Q_OUT, adv_mean, dueling_logit, log_softmax_inplace, log_sum_exp, support
+from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, warp_rows_grid
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import RL_ENTROPY_COEF, RL_GAMMA, RL_LOSS_Q, RL_PPO_CLIP_EPS, RL_PPO_RATIO_CLAMP
@@ -88,8 +88,8 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
         ol = r = disc = lse_o = mz = e_target = float32(0.0)  # (typed on every path; set on active lanes)
         if active:
             a = actions[b]
-            sh_t[w, z] = dueling_logit(t_adv, t_val, b, a_star[b], z)
-            ol = dueling_logit(adv, val, b, a, z)
+            sh_t[w, z] = dueling_logit(t_adv, t_val, b, a_star[b], z, adv_mean(t_adv, b, z))
+            ol = dueling_logit(adv, val, b, a, z, adv_mean(adv, b, z))
             sh_o[w, z] = ol
         cuda.syncthreads()
         if active:

@@ -14,9 +14,6 @@ WARP_ROW_BLOCK-thread blocks is correct, and ``warp_rows_grid(n)`` (one warp
 per row) gives the shortest latency.
 """
 
-from numba import cuda, float32
-
-from alpharl.cuda_kernels.nets.heads import N_Q_OUT
 from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 #: Threads of a warp: the lanes of one row.
@@ -33,18 +30,3 @@ assert N_ATOMS <= WARP and N_ACTIONS <= WARP
 def warp_rows_grid(n):
     """(blocks, threads) that give each of n rows its own warp: (ceil(n / WARP_ROWS), WARP_ROW_BLOCK)."""
     return (max(n, 1) + WARP_ROWS - 1) // WARP_ROWS, WARP_ROW_BLOCK
-
-
-@cuda.jit(device=True)
-def adv_mean(adv, b, z):
-    """mean_a adv[b, a, z]: the dueling baseline of atom z of row b (adv flat [n, N_ACTIONS, N_ATOMS])."""
-    s = float32(0.0)
-    for k in range(N_ACTIONS):
-        s += adv[b * N_Q_OUT + k * N_ATOMS + z]
-    return s / float32(N_ACTIONS)
-
-
-@cuda.jit(device=True)
-def dueling_logit(adv, val, b, action, z):
-    """Row b's logit of (action, atom z): v[z] + adv[action, z] - mean_a adv[a, z] (heads.dueling_logits)."""
-    return val[b * N_ATOMS + z] + adv[b * N_Q_OUT + action * N_ATOMS + z] - adv_mean(adv, b, z)

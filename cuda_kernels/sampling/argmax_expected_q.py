@@ -6,8 +6,8 @@ Ties go to the lowest action index.
 """
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.nets.heads import N_Q_OUT, expectation_of_logp, log_softmax_inplace
-from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, adv_mean, warp_rows_grid
+from alpharl.cuda_kernels.nets.heads import N_Q_OUT, adv_mean, expectation_of_logp, log_softmax_inplace
+from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, warp_rows_grid
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.sizes import N_ACTIONS, N_ATOMS
 
