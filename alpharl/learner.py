@@ -10,7 +10,8 @@ Rows. One encoder pass serves everything: the stacked input is
 [s_t (B) | s (M) | s' (M) | s_{t+1} (B)] (env batch at t, replay minibatch at s
 and s', env batch at t+1). Only [s_t | s] get gradients, and they come first.
 
-Sequence (all at the current parameters theta, then one Adam step), 29 launches.
+Sequence (all at the current parameters theta, then one Adam step), 29 launches
+(fewer when a [dW; db] product has one batch split: it needs no reduce, ``dw_split``).
 Independent chains run on side branches (``alpharl.graph.Branches``: side
 streams eagerly, parallel branches of the captured graph), marked [branch]:
  1. rl_stack_obs; [branch] the target encoder (2 GEMMs) and the target's Q

@@ -293,16 +293,20 @@ class Launcher:
             np.int32(1 if accumulate else 0), np.int32(0))
 
     def backward_dw(self, gate, x, dy, rows: int, layer: Layer, grads, partial) -> None:
-        """grads[layer block] = [x^T dy; 1^T dy] over `rows` (split over the batch, fixed-order reduce)."""
+        """grads[layer block] = [x^T dy; 1^T dy] over `rows`: one GEMM when ``dw_split`` gives one piece,
+        else split over the batch into `partial` and summed in a fixed order (``rl_split_reduce``)."""
         from alpharl.cuda_kernels.nets import gemm as G
 
         splits, k_split, shape = dw_split(rows, layer.k_in, layer.n_out)
         k, grid, block = G.gemm_launch(layer.k_in, layer.n_out, splits, shape)
+        # One split (up to DW_SPLIT_MIN_ROWS rows): the GEMM writes [dW; db] itself, no reduce launch.
+        out = grads[layer.block] if splits == 1 else partial
         k[grid, block, self.stream](
-            gate, x, dy, self.dummy, self.dummy, partial, np.int32(layer.k_in), np.int32(layer.n_out),
+            gate, x, dy, self.dummy, self.dummy, out, np.int32(layer.k_in), np.int32(layer.n_out),
             np.int32(rows), np.int32(1), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(1),
             np.int32(k_split), np.int32(0), np.int32(G.ACT_NONE), np.int32(0), np.int32(1))
-        size = layer.size
-        grid, block = G.split_reduce_launch(size)
-        G.rl_split_reduce[grid, block, self.stream](
-            gate, partial, np.int32(splits), np.int32(size), grads[layer.block])
+        if splits > 1:
+            size = layer.size
+            grid, block = G.split_reduce_launch(size)
+            G.rl_split_reduce[grid, block, self.stream](
+                gate, partial, np.int32(splits), np.int32(size), grads[layer.block])
