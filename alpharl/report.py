@@ -7,7 +7,8 @@ A *column* is named as a person reads it: an ISV slot by its slot name
 (``lr_q``, the table's ``isv.lr_q``), a trainer metric by its metric name
 (``losses/q``, ``pnl/mean``), a throughput column by its own name
 (``steps_per_s``). ``select_columns`` picks columns by comma-separated shell
-patterns over those names, full table column names, ISV group names (``lr``,
+patterns over those names, full table column names, metric names without their
+prefix (``win_rate`` = ``trades/win_rate``), ISV group names (``lr``,
 ``v_blend``) or metric prefixes (``pnl`` = ``pnl/*``).
 
 Trend of a column: the least-squares slope of value against step (``slope``,
@@ -175,8 +176,10 @@ def select_columns(run_columns, patterns: str | None) -> list[str]:
 def _matches(name: str, pattern: str) -> bool:
     slot = S.BY_NAME.get(name)
     full = ISV_PREFIX + name if slot is not None else name
+    prefix = _metric_prefix(name)
     return (fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(full, pattern)
-            or (slot is not None and slot.group == pattern) or _metric_prefix(name) == pattern)
+            or (slot is not None and slot.group == pattern) or prefix == pattern
+            or (prefix is not None and fnmatch.fnmatchcase(name[len(prefix) + 1:], pattern)))
 
 
 # ---------------------------------------------------------------- summaries

@@ -48,6 +48,9 @@ def test_slots_selection_and_charts(tmp_path, rng):
     assert "█" in r.output and "└" + "─" * 12 in r.output   # 12 rows fit in 20 columns: one column per row
     r = runner.invoke(app, ["diag", str(run), "--slots", "isv.obs_kl", "--json"])
     assert set(json.loads(r.output)["runs"][0]["columns"]) == {"obs_kl"}
+    # a metric by its name after the prefix
+    r = runner.invoke(app, ["diag", str(run), "--slots", "win_rate,tot*", "--json"])
+    assert set(json.loads(r.output)["runs"][0]["columns"]) == {"trades/win_rate", "pnl/total"}
 
 
 def test_compare_two_runs(tmp_path, rng):
