@@ -334,25 +334,62 @@ def column_chart(steps: np.ndarray, values: np.ndarray, width: int = 60, height:
 
 
 # -------------------------------------------------------------- rich output
-def summary_table(run: Run, names: list[str], spark_width: int = 24):
-    """A Rich table: column, first, last, min, max, trend arrow, slope, sparkline."""
+#: Widest number ``fmt`` writes (e.g. -6.913e+04).
+NUMBER_WIDTH = 10
+#: Widest column name shown whole (longer ones end in an ellipsis) and a group name's width.
+NAME_WIDTH, GROUP_WIDTH = 24, 8
+#: Narrowest sparkline worth showing.
+MIN_SPARK = 8
+
+
+def _cell(w: int) -> int:
+    """Console columns of a table cell of content width w (padding and its border)."""
+    return w + 3
+
+
+def summary_layout(names: list[str], width: int | None, spark_width: int = 24) -> dict:
+    """Which optional columns of the summary fit `width` console columns (None: all), and the sparkline's width.
+
+    Kept always: column, first, last, trend, slope (numbers are never cut). Then, as room allows:
+    min and max, the sparkline (MIN_SPARK..spark_width), the group.
+    """
+    name_w = min(max((len(n) for n in names), default=6), NAME_WIDTH)
+    if width is None:
+        return {"name": name_w, "minmax": True, "group": True, "spark": spark_width}
+    room = width - 1 - _cell(name_w) - 3 * _cell(NUMBER_WIDTH) - _cell(5)
+    minmax = room >= 2 * _cell(NUMBER_WIDTH) + _cell(MIN_SPARK)
+    room -= 2 * _cell(NUMBER_WIDTH) if minmax else 0
+    group = room >= _cell(GROUP_WIDTH) + _cell(spark_width)
+    room -= _cell(GROUP_WIDTH) if group else 0
+    spark = min(spark_width, room - 3)
+    return {"name": name_w, "minmax": minmax, "group": group, "spark": spark if spark >= MIN_SPARK else 0}
+
+
+def summary_table(run: Run, names: list[str], spark_width: int = 24, width: int | None = None):
+    """A Rich table: column, first, last, min, max, trend arrow, slope, sparkline; on a console of
+    `width` columns, the optional ones that fit (``summary_layout``)."""
     from rich.table import Table
 
     head = run_header(run)
     title = (f"{run.name}: {head['rows']} rows, steps {head['first_step']}..{head['last_step']}, "
              f"{fmt(head['wall_time_s'])} s" if run.rows else f"{run.name}: no rows yet")
+    lay = summary_layout(names, width, spark_width)
     table = Table(title=title, title_justify="left")
-    table.add_column("column", no_wrap=True)
-    table.add_column("group", style="dim")
-    for c in ("first", "last", "min", "max"):
-        table.add_column(c, justify="right")
-    table.add_column("trend", justify="center")
-    table.add_column(f"slope/{SLOPE_STEPS}", justify="right")
-    table.add_column("history", no_wrap=True)
+    table.add_column("column", no_wrap=True, overflow="ellipsis", max_width=lay["name"])
+    if lay["group"]:
+        table.add_column("group", style="dim", no_wrap=True, overflow="crop", max_width=GROUP_WIDTH)
+    stats = ("first", "last", "min", "max") if lay["minmax"] else ("first", "last")
+    for c in stats:
+        table.add_column(c, justify="right", no_wrap=True, min_width=NUMBER_WIDTH)
+    table.add_column("trend", justify="center", no_wrap=True)
+    table.add_column(f"slope/{SLOPE_STEPS}", justify="right", no_wrap=True, min_width=NUMBER_WIDTH)
+    if lay["spark"]:
+        table.add_column("history", no_wrap=True)
     for n in names:
         s = summarize_column(run.steps, run.columns[n])
-        table.add_row(n, _group_of(n), fmt(s.first), fmt(s.last), fmt(s.min), fmt(s.max), s.trend,
-                      fmt(s.slope), sparkline(run.columns[n], spark_width))
+        row = [n] + ([_group_of(n)] if lay["group"] else []) + [fmt(getattr(s, c)) for c in stats]
+        row += [s.trend, fmt(s.slope)] + ([sparkline(run.columns[n], lay["spark"])] if lay["spark"] else [])
+        table.add_row(*row)
     return table
 
 

@@ -37,7 +37,7 @@ def diag(
 
         console = Console()
         if len(runs) == 1:
-            console.print(report.summary_table(runs[0], names))
+            console.print(report.summary_table(runs[0], names, width=console.width))
         else:
             console.print(report.compare_table(runs[0], runs[1], names))
         if chart if chart is not None else slots is not None:

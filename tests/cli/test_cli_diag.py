@@ -100,3 +100,27 @@ def test_every_slot_reachable_by_group(tmp_path, rng):
         r = runner.invoke(app, ["diag", str(run), "--slots", group, "--json"])
         cols = set(json.loads(r.output)["runs"][0]["columns"])
         assert {s.name for s in S.SLOTS if s.group == group} <= cols, group
+
+
+def test_summary_fits_a_narrow_terminal(tmp_path, rng):
+    """On 80 columns the summary leaves out group, min, max and shortens the sparkline, but shows every
+    number whole and no line is wider than the terminal; on a wide one it shows every column."""
+    from rich.cells import cell_len
+
+    from alpharl import report
+
+    run = make_run(tmp_path / "run", rows=12, rng=rng)
+    r = runner.invoke(app, ["diag", str(run), "--slots", "loss_q,pnl/total,lr_q", "--no-chart"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(cell_len(line) for line in lines) <= 80
+    header = next(line for line in lines if "first" in line)
+    assert "last" in header and "slope" in header and "history" in header
+    assert "min" not in header and "group" not in header
+    for value in ("3", "1.9", "120"):   # loss_q first and last, pnl/total last
+        assert any(f" {value} " in line for line in lines), value
+    wide = report.summary_layout(["loss_q"], 220)
+    assert wide["minmax"] and wide["group"] and wide["spark"] == 24
+    assert report.summary_layout(["loss_q"], None) == {"name": 6, "minmax": True, "group": True, "spark": 24}
+    narrow = report.summary_layout(["loss_q"], 40)
+    assert not narrow["minmax"] and not narrow["group"] and narrow["spark"] == 0
