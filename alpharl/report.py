@@ -347,13 +347,30 @@ def _cell(w: int) -> int:
     return w + 3
 
 
+def _name_width(names: list[str]) -> int:
+    return min(max((len(n) for n in names), default=6), NAME_WIDTH)
+
+
+def compare_layout(names: list[str], width: int | None, spark_width: int = 16) -> dict:
+    """The two-run table's fit to `width` console columns (None: all): column, A last, B last, B - A
+    and rel always; then the two sparklines (MIN_SPARK..spark_width each), then the group."""
+    name_w = _name_width(names)
+    if width is None:
+        return {"name": name_w, "group": True, "spark": spark_width}
+    room = width - 1 - _cell(name_w) - 3 * _cell(NUMBER_WIDTH) - _cell(7)
+    group = room >= _cell(GROUP_WIDTH) + 2 * _cell(spark_width)
+    room -= _cell(GROUP_WIDTH) if group else 0
+    spark = min(spark_width, (room - 6) // 2)
+    return {"name": name_w, "group": group, "spark": spark if spark >= MIN_SPARK else 0}
+
+
 def summary_layout(names: list[str], width: int | None, spark_width: int = 24) -> dict:
     """Which optional columns of the summary fit `width` console columns (None: all), and the sparkline's width.
 
     Kept always: column, first, last, trend, slope (numbers are never cut). Then, as room allows:
     min and max, the sparkline (MIN_SPARK..spark_width), the group.
     """
-    name_w = min(max((len(n) for n in names), default=6), NAME_WIDTH)
+    name_w = _name_width(names)
     if width is None:
         return {"name": name_w, "minmax": True, "group": True, "spark": spark_width}
     room = width - 1 - _cell(name_w) - 3 * _cell(NUMBER_WIDTH) - _cell(5)
@@ -393,21 +410,29 @@ def summary_table(run: Run, names: list[str], spark_width: int = 24, width: int 
     return table
 
 
-def compare_table(run_a: Run, run_b: Run, names: list[str]):
+def compare_table(run_a: Run, run_b: Run, names: list[str], width: int | None = None):
+    """A Rich table of two runs: last values, difference, relative change, both sparklines; on a
+    console of `width` columns, the optional ones that fit (``compare_layout``)."""
     from rich.table import Table
 
+    lay = compare_layout(names, width)
     table = Table(title=f"A = {run_a.name} ({run_a.rows} rows, step {_last_step(run_a)})   "
                         f"B = {run_b.name} ({run_b.rows} rows, step {_last_step(run_b)})", title_justify="left")
-    table.add_column("column", no_wrap=True)
-    table.add_column("group", style="dim")
-    for c in ("A last", "B last", "B - A", "rel"):
-        table.add_column(c, justify="right")
-    table.add_column("A history", no_wrap=True)
-    table.add_column("B history", no_wrap=True)
+    table.add_column("column", no_wrap=True, overflow="ellipsis", max_width=lay["name"])
+    if lay["group"]:
+        table.add_column("group", style="dim", no_wrap=True, overflow="crop", max_width=GROUP_WIDTH)
+    for c in ("A last", "B last", "B - A"):
+        table.add_column(c, justify="right", no_wrap=True, min_width=NUMBER_WIDTH)
+    table.add_column("rel", justify="right", no_wrap=True)
+    if lay["spark"]:
+        table.add_column("A history", no_wrap=True)
+        table.add_column("B history", no_wrap=True)
     for n, d in compare(run_a, run_b, names).items():
         rel = "-" if d["rel"] is None else f"{d['rel']:+.1%}"
-        table.add_row(n, _group_of(n), fmt(d["a"]), fmt(d["b"]), fmt(d["delta"]), rel,
-                      sparkline(run_a.columns.get(n, []), 16), sparkline(run_b.columns.get(n, []), 16))
+        row = [n] + ([_group_of(n)] if lay["group"] else []) + [fmt(d["a"]), fmt(d["b"]), fmt(d["delta"]), rel]
+        if lay["spark"]:
+            row += [sparkline(run_a.columns.get(n, []), lay["spark"]), sparkline(run_b.columns.get(n, []), lay["spark"])]
+        table.add_row(*row)
     return table
 
 

@@ -39,7 +39,7 @@ def diag(
         if len(runs) == 1:
             console.print(report.summary_table(runs[0], names, width=console.width))
         else:
-            console.print(report.compare_table(runs[0], runs[1], names))
+            console.print(report.compare_table(runs[0], runs[1], names, width=console.width))
         if chart if chart is not None else slots is not None:
             console.print(report.charts(runs, names, width=width, height=height))
         if png is not None:

@@ -124,3 +124,13 @@ def test_summary_fits_a_narrow_terminal(tmp_path, rng):
     assert report.summary_layout(["loss_q"], None) == {"name": 6, "minmax": True, "group": True, "spark": 24}
     narrow = report.summary_layout(["loss_q"], 40)
     assert not narrow["minmax"] and not narrow["group"] and narrow["spark"] == 0
+    # two runs side by side: the same rule
+    other = make_run(tmp_path / "other", rows=6, rng=rng)
+    r = runner.invoke(app, ["diag", str(run), str(other), "--slots", "loss_q,pnl/total", "--no-chart"],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(cell_len(line) for line in lines) <= 80
+    assert any(" 120 " in line and " 60 " in line and " -60 " in line for line in lines)   # A, B, B - A whole
+    assert report.compare_layout(["loss_q"], 220) == {"name": 6, "group": True, "spark": 16}
+    assert report.compare_layout(["loss_q"], 80)["spark"] == 0
