@@ -347,39 +347,40 @@ def _cell(w: int) -> int:
     return w + 3
 
 
-def _name_width(names: list[str]) -> int:
-    return min(max((len(n) for n in names), default=6), NAME_WIDTH)
+def _fit(names: list[str], width: int | None, fixed: int, spark_width: int, n_sparks: int,
+         minmax: bool) -> dict:
+    """The optional columns of a table that fit `width` console columns (None: all), beside the
+    column names and `fixed` console columns of numbers that are always shown. In order: min and max
+    (where the table has them) if the sparklines keep at least MIN_SPARK; the group if the sparklines
+    keep their full width; then the n_sparks sparklines share the rest (MIN_SPARK..spark_width, else none).
+    """
+    name_w = min(max((len(n) for n in names), default=6), NAME_WIDTH)
+    lay = {"name": name_w, "group": True, "spark": spark_width}
+    if minmax:
+        lay["minmax"] = True
+    if width is None:
+        return lay
+    room = width - 1 - _cell(name_w) - fixed
+    if minmax:
+        lay["minmax"] = room >= 2 * _cell(NUMBER_WIDTH) + n_sparks * _cell(MIN_SPARK)
+        room -= 2 * _cell(NUMBER_WIDTH) if lay["minmax"] else 0
+    lay["group"] = room >= _cell(GROUP_WIDTH) + n_sparks * _cell(spark_width)
+    room -= _cell(GROUP_WIDTH) if lay["group"] else 0
+    spark = min(spark_width, room // n_sparks - 3)
+    lay["spark"] = spark if spark >= MIN_SPARK else 0
+    return lay
 
 
 def compare_layout(names: list[str], width: int | None, spark_width: int = 16) -> dict:
-    """The two-run table's fit to `width` console columns (None: all): column, A last, B last, B - A
-    and rel always; then the two sparklines (MIN_SPARK..spark_width each), then the group."""
-    name_w = _name_width(names)
-    if width is None:
-        return {"name": name_w, "group": True, "spark": spark_width}
-    room = width - 1 - _cell(name_w) - 3 * _cell(NUMBER_WIDTH) - _cell(7)
-    group = room >= _cell(GROUP_WIDTH) + 2 * _cell(spark_width)
-    room -= _cell(GROUP_WIDTH) if group else 0
-    spark = min(spark_width, (room - 6) // 2)
-    return {"name": name_w, "group": group, "spark": spark if spark >= MIN_SPARK else 0}
+    """The two-run table's fit to `width` console columns (``_fit``): column, A last, B last, B - A
+    and rel always; then the two sparklines, then the group."""
+    return _fit(names, width, 3 * _cell(NUMBER_WIDTH) + _cell(7), spark_width, 2, minmax=False)
 
 
 def summary_layout(names: list[str], width: int | None, spark_width: int = 24) -> dict:
-    """Which optional columns of the summary fit `width` console columns (None: all), and the sparkline's width.
-
-    Kept always: column, first, last, trend, slope (numbers are never cut). Then, as room allows:
-    min and max, the sparkline (MIN_SPARK..spark_width), the group.
-    """
-    name_w = _name_width(names)
-    if width is None:
-        return {"name": name_w, "minmax": True, "group": True, "spark": spark_width}
-    room = width - 1 - _cell(name_w) - 3 * _cell(NUMBER_WIDTH) - _cell(5)
-    minmax = room >= 2 * _cell(NUMBER_WIDTH) + _cell(MIN_SPARK)
-    room -= 2 * _cell(NUMBER_WIDTH) if minmax else 0
-    group = room >= _cell(GROUP_WIDTH) + _cell(spark_width)
-    room -= _cell(GROUP_WIDTH) if group else 0
-    spark = min(spark_width, room - 3)
-    return {"name": name_w, "minmax": minmax, "group": group, "spark": spark if spark >= MIN_SPARK else 0}
+    """The summary's fit to `width` console columns (``_fit``): column, first, last, trend, slope
+    always (numbers are never cut); then min and max, the sparkline, the group."""
+    return _fit(names, width, 3 * _cell(NUMBER_WIDTH) + _cell(5), spark_width, 1, minmax=True)
 
 
 def summary_table(run: Run, names: list[str], spark_width: int = 24, width: int | None = None):
