@@ -197,3 +197,13 @@ def slots_matching(pattern: str) -> list[Slot]:
     import fnmatch
 
     return [s for s in SLOTS if fnmatch.fnmatchcase(s.name, pattern) or s.group == pattern]
+
+
+def decode_k(isv) -> int:
+    """K, the learning iterations per env step, from a host ISV: clamp(round(isv[404] / 2048), 1, K_MAX).
+
+    The division is float32, as on the device (``rl_k_gate``), so host and device agree on every value."""
+    import numpy as np
+
+    k = round(float(np.float32(isv[RL_K_LOOP_MULT]) / np.float32(K_FIXED_POINT)))
+    return int(min(max(k, 1), K_MAX))

@@ -38,6 +38,8 @@ ZERO_STATE_REPLACEMENT = 0x9E3779B9
 #: uniform24 keeps the top 24 bits of the state: (x >> 8) * 2^-24.
 U24_SHIFT = 8
 U24_SCALE = 2.0 ** -24
+#: 2^24: a Bernoulli draw with probability p/2^24 compares (x >> U24_SHIFT) < p.
+U24_ONE = 1 << 24
 #: uniform53: 27 high bits of the first word, 26 of the second.
 U53_SHIFT_HI, U53_SHIFT_LO = 5, 6
 U53_HI_SCALE = 2.0 ** 26

@@ -1,4 +1,5 @@
 """Network and distribution sizes: the one definition of each (SPEC §4)."""
+import math
 
 #: Width of the shared encoder's hidden layers (obs_dim -> HIDDEN -> HIDDEN).
 HIDDEN = 128
@@ -11,3 +12,10 @@ V_MIN = -10.0
 V_MAX = 10.0
 #: Spacing of the supports.
 DELTA_Z = (V_MAX - V_MIN) / (N_ATOMS - 1)
+#: ln N_ATOMS: the C51 cross-entropy of a uniform prediction (l_q starts near it).
+LN_N_ATOMS = math.log(N_ATOMS)
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for positive ints: blocks of b that cover a items."""
+    return -(-a // b)

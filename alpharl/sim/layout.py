@@ -30,6 +30,8 @@ BID_EMPTY = -(1 << 30)
 #: Order side / direction: +1 buy, -1 sell (LOBSTER's direction convention).
 SIDE_BUY = 1
 SIDE_SELL = -1
+#: level_cap's answer when a price lies beyond a full visible depth (no cap): int32 max.
+CAP_UNKNOWN = 2147483647
 
 # ---------------------------------------------------------------- events
 #: Columns of the int32 event table events[n, N_EV_COLS] (LOBSTER message fields we use).
