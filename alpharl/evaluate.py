@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from alpharl import actions as A
+from alpharl.prng import STREAM_EVAL
 from alpharl.sizes import N_ACTIONS
 
 POLICIES = ("sampled", "greedy")
@@ -56,8 +57,6 @@ DEFAULT_END = 1.0
 DEFAULT_PERIOD = 20
 #: Fill records kept per backtest per step when a fills log is asked for (drained every step).
 FILLS_PER_STEP = 64
-#: PRNG stream of the evaluation's own draws (sampled policy, random baseline), apart from the sim's.
-EVAL_STREAM = 7
 
 
 class EvalError(ValueError):
@@ -110,7 +109,7 @@ class NetPolicy:
                             f"need {self.layout.n_params} (trained on another level count?)")
         self.params = params
         self.greedy = greedy
-        self.prng = seed_states(seed, b, EVAL_STREAM)
+        self.prng = seed_states(seed, b, STREAM_EVAL)
         self.actions = np.zeros(b, np.int32)
         self.logp = np.zeros(b, np.float32)
 
@@ -138,7 +137,7 @@ class Baseline:
         if name not in BASELINES:
             raise EvalError(f"--policy {name!r}: expected one of {', '.join(ALL)}")
         self.name, self.b, self.period = name, b, max(2, int(period))
-        self.rng = np.random.default_rng([seed, EVAL_STREAM])
+        self.rng = np.random.default_rng([seed, STREAM_EVAL])
         self.t = 0
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
@@ -228,7 +227,8 @@ def make_setup(config, data: str | None, start: float, end: float, b: int, steps
 
 
 def load_market(data: str | None):
-    from alpharl.lobster import load_embedded, load_lobster
+    from alpharl.lobster.load import load_lobster
+    from alpharl.lobster.sample import load_embedded
 
     if data is None:
         return load_embedded()

@@ -51,9 +51,40 @@ _SM_M1 = np.uint64(0xBF58476D1CE4E5B9)
 _SM_M2 = np.uint64(0x94D049BB133111EB)
 _MASK64 = (1 << 64) - 1
 
-#: Stream ids: each consumer of random numbers seeds its own stream from the run seed.
-STREAM_ACTIONS = 0   # prng_state_d: rl_pi_action_kernel / rl_action_kernel, one lane per backtest
-STREAM_REPLAY = 1    # PrioritizedReplay sampler, one lane per minibatch row
+# ------------------------------------------------------------ stream ids
+#: Every PRNG stream id, (name, id, consumer): each consumer of random numbers seeds
+#: its own stream of the run seed (seed_states), so no two consumers share draws. The
+#: ids are part of a run's bits: never renumber one; a new consumer takes a free id.
+STREAMS: list[tuple[str, int, str]] = []
+
+
+def _stream(name: str, sid: int, consumer: str) -> int:
+    STREAMS.append((name, sid, consumer))
+    return sid
+
+
+STREAM_ACTIONS = _stream("actions", 0, "rl_pi_action_kernel / rl_action_kernel, one lane per backtest")
+STREAM_REPLAY = _stream("replay", 1, "PrioritizedReplay sampler, one lane per minibatch row")
+STREAM_EVAL = _stream("eval", 7, "the evaluation's own draws (sampled policy, random baseline)")
+STREAM_SIM = _stream("sim", 8, "episode start offsets and the probabilistic queue model's Bernoulli draws, "
+                               "one lane per backtest")
+STREAM_SYNTH = _stream("synth", 9, "the synthetic market's order flow, one lane per backtest")
+STREAM_FEATURES = _stream("features", 10, "the synthetic feature/reward process of step_synthetic, "
+                                          "one lane per backtest")
+
+
+def check_streams(streams: list[tuple[str, int, str]]) -> None:
+    """Raise when two streams share a name or an id, or an id is negative."""
+    names, ids = [s[0] for s in streams], [s[1] for s in streams]
+    for what, values in (("name", names), ("id", ids)):
+        dup = sorted({v for v in values if values.count(v) > 1})
+        if dup:
+            raise AssertionError(f"PRNG stream {what}s must be unique: {dup} given twice")
+    if min(ids, default=0) < 0:
+        raise AssertionError("PRNG stream ids must be >= 0")
+
+
+check_streams(STREAMS)
 
 
 # ------------------------------------------------------------ device side

@@ -64,11 +64,10 @@ import numpy as np
 from alpharl import actions as A
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL, EV_CANCEL, \
     EV_DELETE, EV_EXEC, EV_NEW
-from alpharl.prng import seed_states, xorshift32_np
+from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_states, xorshift32_np
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, replay_stream
 from alpharl.sim.params import SimParams
-from alpharl.sim.streams import STREAM_SIM, STREAM_SYNTH
 
 _I32 = np.int32
 #: Bits kept by the Bernoulli draw of the probabilistic queue model.

@@ -6,11 +6,13 @@ device (kernels in alpharl.cuda_kernels.lobsim.features) or on host arrays
 from __future__ import annotations
 
 import numpy as np
+from numba import cuda
 
-from alpharl.cuda_kernels.lobsim.features import FEATURES_DIM, FEATURES_DONE_PROB, FEATURES_RET_SCALE
-from alpharl.prng import seed_states, uniform24_np, xorshift32_np
+from alpharl.cuda_kernels.lobsim.features import (FEATURES_BLOCK, FEATURES_DIM, FEATURES_DONE_PROB, FEATURES_RET_SCALE,
+                                                  rl_features_reset, rl_features_step)
+from alpharl.prng import STREAM_FEATURES, seed_states, uniform24_np, xorshift32_np
 from alpharl.sim import layout as L
-from alpharl.sim.streams import STREAM_FEATURES
+from alpharl.sizes import cdiv
 
 
 class _Outputs:
@@ -34,8 +36,6 @@ class FeatureEnv(_Outputs):
     """B backtests of the synthetic feature process on the device."""
 
     def __init__(self, n_backtests: int, seed: int, stream=None):
-        from numba import cuda
-
         self.B, self.seed = int(n_backtests), int(seed)
         self.stream = stream if stream is not None else cuda.default_stream()
         st = self.stream
@@ -45,19 +45,13 @@ class FeatureEnv(_Outputs):
         self.equity = cuda.device_array(self.B, np.float64, stream=st)
 
     def _grid(self):
-        from alpharl.cuda_kernels.lobsim.features import FEATURES_BLOCK
-
-        return (self.B + FEATURES_BLOCK - 1) // FEATURES_BLOCK, FEATURES_BLOCK, self.stream
+        return cdiv(self.B, FEATURES_BLOCK), FEATURES_BLOCK, self.stream
 
     def reset(self) -> None:
-        from alpharl.cuda_kernels.lobsim.features import rl_features_reset
-
         self.rng.copy_to_device(seed_states(self.seed, self.B, STREAM_FEATURES), stream=self.stream)
         rl_features_reset[self._grid()](self.obs_buf, self.rng, self.equity, np.int32(self.B))
 
     def step(self, actions) -> None:
-        from alpharl.cuda_kernels.lobsim.features import rl_features_step
-
         rl_features_step[self._grid()](actions, self.obs_buf, self.out, self.rng, self.equity, np.int32(self.B))
 
     def field(self, name: str):

@@ -17,25 +17,21 @@ be captured in a CUDA graph. Launch order per step: ``lobsim_synth_flow``
 from __future__ import annotations
 
 import numpy as np
+from numba import cuda
 
-from alpharl.prng import seed_states
+from alpharl.cuda_kernels.lobsim import step as k_step
+from alpharl.cuda_kernels.lobsim import synthetic as k_syn
+from alpharl.cuda_kernels.lobsim.stage import step_launch
+from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_states
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, replay_stream
 from alpharl.sim.params import SimParams
-from alpharl.sim.streams import STREAM_SIM, STREAM_SYNTH
 
 
 class LobSim:
     """B backtests on one device; ``market`` is a MarketData (replay) or a SyntheticMarket."""
 
     def __init__(self, market, params: SimParams, n_backtests: int, seed: int, stream=None):
-        from numba import cuda
-
-        from alpharl.cuda_kernels.lobsim import step as k_step
-        from alpharl.cuda_kernels.lobsim import synthetic as k_syn
-        from alpharl.cuda_kernels.lobsim.stage import step_launch
-
-        self._k_step, self._k_syn = k_step, k_syn
         self.params = params
         self.B = int(n_backtests)
         self.E = params.events_per_step
@@ -88,9 +84,9 @@ class LobSim:
         self.rng.copy_to_device(seed_states(self.seed, self.B, STREAM_SIM), stream=st)
         if self.synthetic:
             self.syn_rng.copy_to_device(seed_states(self.seed, self.B, STREAM_SYNTH), stream=st)
-            self._k_syn.lobsim_synth_reset[self._grid, self._block, st](
+            k_syn.lobsim_synth_reset[self._grid, self._block, st](
                 self.sp, self.syn_i, self.events, self.book, np.int32(self.E))
-        self._k_step.lobsim_reset[self._grid, self._block, st](
+        k_step.lobsim_reset[self._grid, self._block, st](
             self._events_flat, self._book_flat, self.ip, self.fp, self.state_i, self.state_f, self.rng, self.obs_d,
             self.out)
 
@@ -98,10 +94,10 @@ class LobSim:
         """One env step; ``actions`` int32[B] device array. Launches only (graph-capturable)."""
         st = self.stream
         if self.synthetic:
-            self._k_syn.lobsim_synth_flow[self._grid, self._block, st](
+            k_syn.lobsim_synth_flow[self._grid, self._block, st](
                 self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
         sl = self.step_launch
-        self._k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
+        k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
             actions, self._events_flat, self._book_flat, self.ip, self.fp, self.state_i, self.state_f, self.rng,
             self.obs_d, self.out, self.fills_i, self.fills_f, np.int32(sl.per_block), np.int32(sl.chunk))
 

@@ -6,11 +6,11 @@ from numba import cuda
 from alpharl.cuda_kernels.lobsim.step import SIM_BLOCK, sim_grid
 from alpharl.cuda_kernels.lobsim.synthetic import lobsim_synth_flow, lobsim_synth_reset
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, EV_CANCEL, EV_DELETE, EV_EXEC, EV_NEW
-from alpharl.prng import seed_states
+from alpharl.prng import STREAM_SYNTH, seed_states
 from alpharl.reference.lobsim import _ReferenceSynth
-from alpharl.sim import SyntheticMarket, SynthParams
 from alpharl.sim import layout as L
-from alpharl.sim.streams import STREAM_SYNTH
+from alpharl.sim.market import SyntheticMarket
+from alpharl.sim.params import SynthParams
 from support import assert_all_written, poisoned
 
 B, E, STEPS = 5, 12, 6

@@ -4,6 +4,7 @@ The device functions themselves are checked bit for bit against these twins
 through the kernels that use them (PRNG states in test_action_kernels.py, replay
 indices in tests/replay)."""
 import numpy as np
+import pytest
 
 from alpharl import prng
 
@@ -44,3 +45,14 @@ def test_uniforms_cover_the_unit_interval_without_reaching_one():
     s = prng.seed_states(7, 100_000)
     u = prng.uniform53_np(s, prng.xorshift32_np(s))
     assert abs(u.mean() - 0.5) < 0.005 and abs(u.var() - 1.0 / 12.0) < 0.002
+
+
+def test_stream_registry_keeps_its_ids_and_catches_a_duplicate():
+    # The ids are part of a run's bits: renumbering one changes every draw of its consumer.
+    assert {name: sid for name, sid, _ in prng.STREAMS} == {
+        "actions": 0, "replay": 1, "eval": 7, "sim": 8, "synth": 9, "features": 10}
+    prng.check_streams(prng.STREAMS)
+    with pytest.raises(AssertionError, match="ids must be unique"):
+        prng.check_streams(prng.STREAMS + [("other", prng.STREAM_SIM, "a second consumer of stream 8")])
+    with pytest.raises(AssertionError, match="names must be unique"):
+        prng.check_streams(prng.STREAMS + [("sim", 11, "a second stream called sim")])
