@@ -44,7 +44,8 @@ def load_market(config: TrainConfig):
         from alpharl.sim.market import SyntheticMarket
 
         return SyntheticMarket(config.synth)
-    from alpharl.lobster import load_embedded, load_lobster
+    from alpharl.lobster.load import load_lobster
+    from alpharl.lobster.sample import load_embedded
 
     return load_lobster(config.data) if config.data else load_embedded()
 

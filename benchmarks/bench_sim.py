@@ -63,8 +63,10 @@ def _device() -> dict:
 
 
 def _market(args):
-    from alpharl.lobster import load_embedded, load_lobster
-    from alpharl.sim import SyntheticMarket, SynthParams
+    from alpharl.lobster.load import load_lobster
+    from alpharl.lobster.sample import load_embedded
+    from alpharl.sim.market import SyntheticMarket
+    from alpharl.sim.params import SynthParams
 
     if args.synthetic:
         return SyntheticMarket(SynthParams()), "synthetic (SynthParams defaults)"
@@ -78,7 +80,8 @@ def bench_one(market, b: int, args) -> dict:
     from numba import cuda
 
     from alpharl.cuda_kernels.lobsim.stage import STAGE_SMEM_BYTES, step_launch
-    from alpharl.sim import LobSim, SimParams
+    from alpharl.sim.lobsim import LobSim
+    from alpharl.sim.params import SimParams
 
     params = SimParams(events_per_step=args.events_per_step, episode_steps=args.episode_steps,
                        queue_model=args.queue_model, latency_events=args.latency)

@@ -21,7 +21,7 @@ def main() -> None:
     from numba import cuda
 
     from alpharl.config import TrainConfig
-    from alpharl.lobster import load_embedded
+    from alpharl.lobster.sample import load_embedded
     from alpharl.trainer import IntegratedTrainer
 
     cfg = TrainConfig(b=a.b, backend="cuda", graph=False, minibatch=a.minibatch, k_max=1,

@@ -23,7 +23,7 @@ def main() -> None:
     from numba import cuda
 
     from alpharl.config import TrainConfig
-    from alpharl.lobster import load_embedded
+    from alpharl.lobster.sample import load_embedded
     from alpharl.trainer import IntegratedTrainer
 
     tr = IntegratedTrainer(TrainConfig(b=a.b, backend="cuda", graph=False, minibatch=a.minibatch), load_embedded())

@@ -29,7 +29,9 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON for scripts.")] = False,
 ) -> None:
     """Events, levels, time span, tick size, spread and depth statistics, event-type counts."""
-    from alpharl.lobster import LobsterFormatError, load_embedded, load_lobster
+    from alpharl.lobster.errors import LobsterFormatError
+    from alpharl.lobster.load import load_lobster
+    from alpharl.lobster.sample import load_embedded
     from alpharl.lobster.stats import describe
 
     cache = not no_cache

@@ -1,21 +1,15 @@
-"""Host side of the LOB simulator (SPEC §3).
+"""Host side of the LOB simulator (SPEC §3). Import from the defining module;
+this package imports nothing, so a kernel can import the leaf
+:mod:`alpharl.sim.layout` without loading the simulator's host side.
 
-- :class:`SimParams` / :class:`SynthParams`: typed, documented configuration;
+- :mod:`alpharl.sim.params`: ``SimParams`` / ``SynthParams``, typed, documented configuration;
 - :mod:`alpharl.sim.layout`: every device layout (state rows, observation
-  offsets, outputs, fill records) defined once, with :func:`obs_dim`;
-- :class:`LobSim`: B backtests on the GPU (device buffers, launch order);
-  ``alpharl.reference.lobsim.ReferenceLobSim`` is the same on host arrays;
-- :class:`SyntheticMarket`: the Poisson order-flow market, usable in place of
-  a MarketData;
-- :class:`FillsLog` / :func:`drain_fills`: the fills log (Arrow IPC);
-- :func:`run_script`: the scripted driver.
+  offsets, outputs, fill records) defined once, with ``obs_dim``; a leaf module;
+- :mod:`alpharl.sim.lobsim`: ``LobSim``, B backtests on the GPU (device buffers,
+  launch order); ``alpharl.reference.lobsim.ReferenceLobSim`` is the same on host arrays;
+- :mod:`alpharl.sim.market`: ``SyntheticMarket``, the Poisson order-flow market,
+  usable in place of a MarketData;
+- :mod:`alpharl.sim.fills`: ``FillsLog`` / ``drain_fills``, the fills log (Arrow IPC);
+- :mod:`alpharl.sim.driver`: ``run_script``, the scripted driver;
+- :mod:`alpharl.sim.features`: ``FeatureEnv``, the synthetic feature/reward process.
 """
-from alpharl.sim.driver import ScriptResult, run_script
-from alpharl.sim.fills import FILLS_SCHEMA, FillsLog, drain_fills, read_fills
-from alpharl.sim.layout import obs_dim, obs_names
-from alpharl.sim.lobsim import LobSim
-from alpharl.sim.market import SyntheticMarket, replay_stream
-from alpharl.sim.params import SimParams, SynthParams
-
-__all__ = ["SimParams", "SynthParams", "LobSim", "SyntheticMarket", "replay_stream", "obs_dim", "obs_names",
-           "FillsLog", "drain_fills", "read_fills", "FILLS_SCHEMA", "run_script", "ScriptResult"]

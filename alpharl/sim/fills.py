@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from alpharl.lobster.format import PRICE_SCALE
 from alpharl.sim import layout as L
 
 #: Columns of the fills log (one row per fill).
@@ -51,7 +52,7 @@ def drain_fills(sim, last_head: np.ndarray) -> tuple[pa.Table, np.ndarray, int]:
     b = np.repeat(np.arange(head.size), counts)
     k = np.concatenate([np.arange(f, h) for f, h in zip(first, head)]) if b.size else np.zeros(0, np.int64)
     rec = fi[b, k % cap]
-    tick_d = float(sim.tick) / 10_000.0
+    tick_d = float(sim.tick) / PRICE_SCALE
     cols = {
         "backtest": b.astype(np.int32),
         "step": rec[:, L.FL_STEP],

@@ -18,10 +18,14 @@ conservation checks); the trainer-facing outputs are float32.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
-from alpharl.sim.params import FEE_MODES, QUEUE_MODELS, SimParams, SynthParams
+from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC, PRICE_SCALE
+
+if TYPE_CHECKING:  # annotations only: this module is a leaf (kernels import it), params is host configuration
+    from alpharl.sim.params import SimParams, SynthParams
 
 # ------------------------------------------------------------------ prices
 #: int32 sentinels of an empty ask / bid level (LOBSTER pads with +-9999999999).
@@ -167,7 +171,9 @@ N_IP = 13
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE = range(3)
 N_FP = 3
-#: Codes of the choices (index in params.FEE_MODES / QUEUE_MODELS).
+#: The choices of SimParams.fee_mode / queue_model; a choice's device code is its index here.
+FEE_MODES = ("per_share", "per_value")
+QUEUE_MODELS = ("risk_averse", "probabilistic")
 FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
 QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC = range(len(QUEUE_MODELS))
 
@@ -189,7 +195,7 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_N_ROWS] = n_rows
     ip[IP_SYNTHETIC] = int(synthetic)
     fp = np.zeros(N_FP, np.float64)
-    fp[FP_TICK_DOLLARS] = tick / 10_000.0
+    fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee
     fp[FP_TAKER_FEE] = p.taker_fee
     return ip, fp

@@ -1,6 +1,6 @@
 """The two market sources behind one simulator interface.
 
-- :func:`replay_stream` turns a :class:`alpharl.lobster.MarketData` into the
+- :func:`replay_stream` turns a :class:`alpharl.lobster.market.MarketData` into the
   simulator's read-only tables: ``events int32[n, N_EV_COLS]`` and
   ``book int32[n, 4L]`` with prices in ticks and the padding mapped to
   ``ASK_EMPTY`` / ``BID_EMPTY``. Row i of ``book`` is the book after event i.

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-QUEUE_MODELS = ("risk_averse", "probabilistic")
-FEE_MODES = ("per_share", "per_value")
+from alpharl.sim.layout import FEE_MODES, QUEUE_MODELS
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class FakeTrainer:
         if self.raise_exc is not None:
             raise self.raise_exc
         if config.data is not None:
-            from alpharl.lobster import load_lobster
+            from alpharl.lobster.load import load_lobster
 
             load_lobster(config.data, cache=False)   # the real loader: its errors are what train must report
         run_dir = Path(config.run_dir)

@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 
-from alpharl.lobster import MarketData, load_embedded, load_lobster
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL
+from alpharl.lobster.load import load_lobster
+from alpharl.lobster.market import MarketData
+from alpharl.lobster.sample import load_embedded
 from alpharl.sim import layout as L
 from support import poisoned
 

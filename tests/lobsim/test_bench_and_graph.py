@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alpharl.sim import LobSim, SimParams
+from alpharl.sim.lobsim import LobSim
+from alpharl.sim.params import SimParams
 from lobsim_helpers import device_actions, real_market
 
 BENCH = Path(__file__).parents[2] / "benchmarks" / "bench_sim.py"

@@ -9,8 +9,11 @@ import pytest
 from alpharl import actions as A
 from alpharl.lobster.format import EV_CANCEL, EV_EXEC, EV_NEW
 from alpharl.reference.lobsim import ReferenceLobSim
-from alpharl.sim import FILLS_SCHEMA, FillsLog, LobSim, SimParams, read_fills, run_script
 from alpharl.sim import layout as L
+from alpharl.sim.driver import run_script
+from alpharl.sim.fills import FILLS_SCHEMA, FillsLog, read_fills
+from alpharl.sim.lobsim import LobSim
+from alpharl.sim.params import SimParams
 from lobsim_helpers import make_market
 
 BUY, SELL = 1, -1

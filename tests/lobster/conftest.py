@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from alpharl.lobster import embedded_sample_path
+from alpharl.lobster.sample import embedded_sample_path
 
 #: The real LOBSTER sample files kept beside the repository (see SOURCES.md there).
 SAMPLES = Path(__file__).parents[3] / "shared/data/lobster"

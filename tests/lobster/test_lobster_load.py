@@ -5,9 +5,12 @@ import zipfile
 import numpy as np
 import pytest
 
-from alpharl.lobster import (LobsterFormatError, MarketData, embedded_sample_path, load_embedded, load_lobster)
+from alpharl.lobster.errors import LobsterFormatError
 from alpharl.lobster.format import ASK_PAD_PRICE, BID_PAD_PRICE, EV_DELETE, EV_HALT
+from alpharl.lobster.load import load_lobster
+from alpharl.lobster.market import MarketData
 from alpharl.lobster.market import FIELD_DTYPES
+from alpharl.lobster.sample import embedded_sample_path, load_embedded
 from alpharl.lobster.stats import unknown_order_fraction
 
 #: (zip, levels, rows) as documented beside the samples (SOURCES.md).
@@ -143,7 +146,7 @@ def test_marketdata_by_hand_casts_dtypes_and_leaves_caller_arrays_writable(rng):
     assert md.event_type.dtype == np.int8 and md.size.dtype == np.int32 and md.book.dtype == np.int64
     time[0] = 1.0  # the caller's array stays writable; md holds its own read-only view
     assert not md.book.flags.writeable
-    from alpharl.lobster import infer_tick, validate_arrays
+    from alpharl.lobster.validate import infer_tick, validate_arrays
 
     validate_arrays(md.time, md.event_type, md.order_id, md.size, md.price, md.direction, md.book, levels)
     assert infer_tick(md.book) == 100

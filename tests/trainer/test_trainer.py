@@ -11,7 +11,7 @@ import pytest
 from alpharl import isv as S
 from alpharl import target
 from alpharl.config import TrainConfig
-from alpharl.lobster import load_embedded
+from alpharl.lobster.sample import load_embedded
 from alpharl.trainer import IntegratedTrainer
 
 MARKET = load_embedded()

@@ -5,7 +5,7 @@ import pytest
 
 from alpharl import isv as S
 from alpharl.config import TrainConfig
-from alpharl.lobster import load_embedded
+from alpharl.lobster.sample import load_embedded
 from alpharl.trainer import IntegratedTrainer
 
 pytestmark = pytest.mark.gpu
