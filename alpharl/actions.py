@@ -24,4 +24,5 @@ IMPROVE_BID = int(Action.IMPROVE_BID)
 IMPROVE_ASK = int(Action.IMPROVE_ASK)
 CANCEL = int(Action.CANCEL)
 FLATTEN = int(Action.FLATTEN)
+#: Actions of the agent: the one definition (alpharl.sizes re-exports it with the network sizes).
 N_ACTIONS = len(Action)

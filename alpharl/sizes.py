@@ -1,10 +1,10 @@
 """Network and distribution sizes: the one definition of each (SPEC §4)."""
 import math
 
+from alpharl.actions import N_ACTIONS  # noqa: F401  (defined by the action list; a size of every head)
+
 #: Width of the shared encoder's hidden layers (obs_dim -> HIDDEN -> HIDDEN).
 HIDDEN = 128
-#: Actions of the agent (see alpharl.actions).
-N_ACTIONS = 9
 #: Atoms of the C51 return distribution.
 N_ATOMS = 21
 #: Support of the C51 distribution: linspace(V_MIN, V_MAX, N_ATOMS), in reward units.

@@ -18,7 +18,7 @@ from numba import cuda, float64, int64, uint32
 from alpharl import actions as A
 from alpharl.cuda_kernels.lobsim.book import crosses, level_size, side_cols, word
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
-from alpharl.prng import xorshift32
+from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, F_CASH, F_FEES, F_REALISED, FEE_PER_SHARE, FL_MAKER,
                                 FL_OID, FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE,
                                 FP_TICK_DOLLARS, IP_FEE_MODE, IP_FILL_CAP, IP_LATENCY, IP_LEVELS, IP_LOT, IP_MAX_POS,
@@ -26,11 +26,6 @@ from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, F_CASH, F_FEES, 
                                 QUEUE_PROBABILISTIC, S_BOUGHT, S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD,
                                 S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_REFUSED,
                                 S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
-
-#: Bernoulli draw of the probabilistic queue model: u = top 24 bits of the state / 2^24.
-U24_SHIFT = 8
-U24_ONE = 1 << 24
-
 
 @cuda.jit(device=True)
 def reduces(inv, side):

@@ -21,10 +21,7 @@ from __future__ import annotations
 from numba import cuda, uint64
 
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
-from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, SIDE_BUY
-
-#: level_cap's answer when the price lies beyond a full visible depth (no cap).
-CAP_UNKNOWN = 2147483647
+from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, CAP_UNKNOWN, SIDE_BUY
 
 
 @cuda.jit(device=True)

@@ -28,6 +28,7 @@ from numba import cuda, int32, uint32
 
 from alpharl.cuda_kernels.lobsim.book import word
 from alpharl.sim.layout import BOOK_COLS, N_EV_COLS
+from alpharl.sizes import cdiv
 
 #: Shared memory a block may use without the opt-in for more (bytes).
 STAGE_SMEM_BYTES = 48 * 1024
@@ -79,7 +80,7 @@ def step_launch(n: int, events: int, levels: int, per_block: int | None = None, 
     staging fits ``smem_bytes``, halving the backtests per block when not even one event fits."""
     if not (n <= STAGE_MAX_BACKTESTS if staged is None else staged):
         pb = per_block or DIRECT_BLOCK
-        return StepLaunch((n + pb - 1) // pb, max(threads or pb, pb), pb, 0, 0)
+        return StepLaunch(cdiv(n, pb), max(threads or pb, pb), pb, 0, 0)
     pb = max(1, min(per_block or min(max(1, n // STAGE_TARGET_BLOCKS), STAGE_MAX_PER_BLOCK), n))
     while pb > 1 and 4 * stage_ints(pb, 1, levels) > smem_bytes:
         pb //= 2
@@ -88,7 +89,7 @@ def step_launch(n: int, events: int, levels: int, per_block: int | None = None, 
     chunk = 1
     while chunk < events and 4 * stage_ints(pb, chunk + 1, levels) <= smem_bytes:
         chunk += 1
-    grid = (n + pb - 1) // pb
+    grid = cdiv(n, pb)
     threads = max(threads or (STAGE_THREADS if pb == 1 else STAGE_THREADS_SHARED), (pb + 31) // 32 * 32)
     return StepLaunch(grid, threads, pb, chunk, 4 * stage_ints(pb, chunk, levels))
 

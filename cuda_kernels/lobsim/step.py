@@ -51,6 +51,7 @@ from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F
                                 S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT,
                                 S_SELL_OID, S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP,
                                 S_TRADE_STEPS, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
+from alpharl.sizes import cdiv
 
 #: Threads per block of lobsim_reset: one thread per backtest.
 SIM_BLOCK = 128
@@ -58,7 +59,7 @@ SIM_BLOCK = 128
 
 def sim_grid(n: int) -> int:
     """Blocks of SIM_BLOCK threads covering n backtests."""
-    return (n + SIM_BLOCK - 1) // SIM_BLOCK
+    return cdiv(n, SIM_BLOCK)
 
 
 @cuda.jit(device=True)

@@ -49,6 +49,7 @@ from numba.cuda import libdevice
 
 from alpharl import target
 from alpharl.cuda_kernels.registry import kernel
+from alpharl.sizes import cdiv
 
 #: Block shape: (BLOCK_X, BLOCK_Y) threads.
 BLOCK_X = 16
@@ -104,10 +105,6 @@ else:
         return libdevice.int_as_float(libdevice.double2hiint(d))
 
 
-def _cdiv(a, b):
-    return -(-a // b)
-
-
 def tile_of(pm: int, pn: int) -> tuple[int, int]:
     """(TM, TN) of shape (PM, PN)."""
     return 2 * BLOCK_Y * pm, 2 * BLOCK_X * pn
@@ -130,7 +127,7 @@ def _make_stage(n_pairs, tk):
     """
     xw = _pow2_at_least(n_pairs)
     assert GEMM_THREADS % xw == 0 and GEMM_THREADS % tk == 0
-    n_loads = max(_cdiv(xw * tk, GEMM_THREADS), _cdiv(n_pairs * tk, GEMM_THREADS))
+    n_loads = max(cdiv(xw * tk, GEMM_THREADS), cdiv(n_pairs * tk, GEMM_THREADS))
     exact = xw == n_pairs and n_pairs * tk % GEMM_THREADS == 0   # every slot of every load is in the slice
     u_pairs, u_tk, u_cols, u_xw = uint64(n_pairs), uint64(tk), uint64(n_pairs + SMEM_PAD), uint64(xw)
     x_rows, k_rows = uint64(GEMM_THREADS // xw), uint64(GEMM_THREADS // tk)
@@ -386,17 +383,17 @@ def gemm_shape(m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
     SMs idle: a small product is a latency chain, each thread's share of the K loop and the
     number of K slices (one memory round trip each) are its length.
     The narrowest N tile that covers N."""
-    big = _cdiv(m, 128) * _cdiv(n, 128 if n > 64 else 64) * splits >= FULL_WAVE_BLOCKS // 2
+    big = cdiv(m, 128) * cdiv(n, 128 if n > 64 else 64) * splits >= FULL_WAVE_BLOCKS // 2
     if big:
         if n <= 64:
             return (4, 1 if n <= 32 else 2, 16)
         # 128- or 96-wide N tiles, whichever pads N less (the Q advantage stream's 189 outputs:
         # two 96-wide tiles waste 2%, two 128-wide ones 35%); a tie keeps the squarer tile.
-        pn = min((4, 3), key=lambda p: _cdiv(n, 32 * p) * 32 * p - n)
+        pn = min((4, 3), key=lambda p: cdiv(n, 32 * p) * 32 * p - n)
         return (4, pn, 16)
     # The CUDA simulator runs every thread as Python: its cost is threads x K steps, so it keeps
     # the 64-row tiles (a quarter of the 32 x 32 tiles' threads); the 32 x 32 shape has its own tests.
-    if _cdiv(m, 64) * _cdiv(n, 64) * splits < FULL_WAVE_BLOCKS // 8 and not target.on_simulator():
+    if cdiv(m, 64) * cdiv(n, 64) * splits < FULL_WAVE_BLOCKS // 8 and not target.on_simulator():
         return (1, 1, 64)
     return (2, 1 if n <= 32 else 2, 32)
 
@@ -405,7 +402,7 @@ def gemm_launch(m: int, n: int, splits: int = 1, shape=None):
     """(kernel, grid, block) of an M x N product with ``splits`` batch splits (shape: gemm_shape's)."""
     shape = shape or gemm_shape(m, n, splits)
     tm, tn = tile_of(shape[0], shape[1])
-    return GEMM_KERNELS[shape], (_cdiv(n, tn), _cdiv(m, tm), splits), (BLOCK_X, BLOCK_Y)
+    return GEMM_KERNELS[shape], (cdiv(n, tn), cdiv(m, tm), splits), (BLOCK_X, BLOCK_Y)
 
 
 #: rl_split_reduce block: SPLIT_COLS consecutive outputs x SPLIT_GROUPS interleaved groups of splits.
@@ -417,7 +414,7 @@ SPLIT_GROUPS = 1 if target.on_simulator() else 8
 
 def split_reduce_launch(size: int) -> tuple[int, tuple[int, int]]:
     """(grid, block) of ``rl_split_reduce`` over `size` outputs."""
-    return _cdiv(size, SPLIT_COLS), (SPLIT_COLS, SPLIT_GROUPS)
+    return cdiv(size, SPLIT_COLS), (SPLIT_COLS, SPLIT_GROUPS)
 
 
 @kernel("void(int32[::1], float32[::1], int32, int32, float32[::1])")

@@ -45,7 +45,7 @@ from numba import cuda, float32, int32, uint64
 
 from alpharl.cuda_kernels.nets.heads import v_dq_of
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.sizes import N_ACTIONS, N_ATOMS
+from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
 
 #: The narrow layers, in narrow-column order (index = layer index l of ``offsets``).
 NARROW_LAYERS = ("q.val", "v.out", "pi.out", "bce.out", "aux.out")
@@ -106,9 +106,9 @@ def layer_offsets(layout) -> np.ndarray:
 def dw_split(rows: int) -> tuple[int, int]:
     """(n_chunks, rows per chunk) of the narrow dW over `rows` (the larger of the env batch and the minibatch)."""
     rows = max(int(rows), 1)
-    want = min(-(-rows // DW_MIN_ROWS), DW_MAX_CHUNKS)
-    chunk = -(-rows // want)
-    return -(-rows // chunk), chunk
+    want = min(cdiv(rows, DW_MIN_ROWS), DW_MAX_CHUNKS)
+    chunk = cdiv(rows, want)
+    return cdiv(rows, chunk), chunk
 
 
 def dw_partial_size(rows: int, hidden: int) -> int:
@@ -118,12 +118,12 @@ def dw_partial_size(rows: int, hidden: int) -> int:
 
 def dw_grid(rows: int, hidden: int) -> tuple[int, int]:
     """Grid of rl_narrow_backward_dw: (chunks, blocks of DW_K hidden units)."""
-    return dw_split(rows)[0], -(-hidden // DW_K)
+    return dw_split(rows)[0], cdiv(hidden, DW_K)
 
 
 def dx_grid(n_rows: int, hidden: int) -> tuple[int, int]:
     """Grid of rl_narrow_backward_dx over n_rows = n_b + n_m rows: (row tiles, blocks of DX_K hidden units)."""
-    return -(-n_rows // DX_ROWS), -(-hidden // DX_K)
+    return cdiv(n_rows, DX_ROWS), cdiv(hidden, DX_K)
 
 
 @cuda.jit(device=True)

@@ -14,7 +14,7 @@ WARP_ROW_BLOCK-thread blocks is correct, and ``warp_rows_grid(n)`` (one warp
 per row) gives the shortest latency.
 """
 
-from alpharl.sizes import N_ACTIONS, N_ATOMS
+from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
 
 #: Threads of a warp: the lanes of one row.
 WARP = 32
@@ -29,4 +29,4 @@ assert N_ATOMS <= WARP and N_ACTIONS <= WARP
 
 def warp_rows_grid(n):
     """(blocks, threads) that give each of n rows its own warp: (ceil(n / WARP_ROWS), WARP_ROW_BLOCK)."""
-    return (max(n, 1) + WARP_ROWS - 1) // WARP_ROWS, WARP_ROW_BLOCK
+    return cdiv(max(n, 1), WARP_ROWS), WARP_ROW_BLOCK

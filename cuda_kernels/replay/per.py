@@ -62,6 +62,7 @@ from alpharl.cuda_kernels.reductions import tree_max
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import RL_PER_ALPHA, RL_PER_BETA, RL_PER_ESS_FRAC
 from alpharl.prng import uniform53, xorshift32
+from alpharl.sizes import cdiv
 
 #: meta[] layout: the write cursor (next slot written) and the filled size.
 META_CURSOR = 0
@@ -327,9 +328,9 @@ def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
 
 def n_tiles(capacity: int) -> int:
     """Tiles of PER_TILE slots covering the capacity: the grid of rl_per_build_cdf."""
-    return max(1, (capacity + PER_TILE - 1) // PER_TILE)
+    return max(1, cdiv(capacity, PER_TILE))
 
 
 def copy_grid(n_elements: int) -> int:
     """Blocks of COPY_BLOCK threads for a grid-stride copy of n_elements (at least one)."""
-    return max(1, (n_elements + COPY_BLOCK - 1) // COPY_BLOCK)
+    return max(1, cdiv(n_elements, COPY_BLOCK))

@@ -23,6 +23,7 @@ from numba import cuda, float32, int32
 
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.prng import uniform24, xorshift32
+from alpharl.sizes import cdiv
 
 #: Threads per block of both kernels (one thread per backtest): grid = ceil(B / ACTION_BLOCK).
 ACTION_BLOCK = 256
@@ -56,7 +57,7 @@ def softmax_draw(logits, u):
 
 def action_grid(n_backtests: int) -> int:
     """Blocks of ACTION_BLOCK threads covering n_backtests (at least one)."""
-    return max(1, (n_backtests + ACTION_BLOCK - 1) // ACTION_BLOCK)
+    return max(1, cdiv(n_backtests, ACTION_BLOCK))
 
 
 @kernel("void(float32[:, ::1], uint32[::1], int32[::1], float32[::1])")

@@ -164,6 +164,19 @@ def test_k_gate(mult, k, want):
     assert gate.copy_to_host()[0] == ref[0] == want
 
 
+
+@pytest.mark.parametrize("mult", [0.0, 0.2 * K, K, 1.5 * K, 2.5 * K, 2.6 * K, 3.5 * K, 3.49 * K, 7 * K, 99 * K])
+def test_host_decode_k_agrees_with_the_device_gate(mult):
+    """isv.decode_k (the host's one decoding of K) counts the iterations rl_k_gate opens, ties included."""
+    host = _isv({S.RL_K_LOOP_MULT: mult})
+    d = cuda.to_device(host)
+    gate = cuda.to_device(np.zeros(1, np.int32))
+    opened = 0
+    for k in range(S.K_MAX + 1):
+        KL.rl_k_gate[1, 1](d, np.int32(k), gate)
+        opened += int(gate.copy_to_host()[0])
+    assert opened == S.decode_k(host)
+
 # -------------------------------------------------------------- LR (seed)
 HEAD_EMA = S.GRAD_NORM_EMA_SLOTS
 
