@@ -6,11 +6,12 @@ step's CUDA graph.
 from __future__ import annotations
 
 import numpy as np
+from numba import cuda
 
 from alpharl import isv as S
-from alpharl.cuda_kernels.controllers.lr import LR_CTRL_BLOCK, rl_lr_controller
-from alpharl.cuda_kernels.controllers.signals import N_TABLE_COLS, SIGNAL_EMA_BLOCK, rl_signal_ema
+from alpharl.cuda_kernels.controllers.signals import N_TABLE_COLS, SIGNAL_EMA_BLOCK
 from alpharl.cuda_kernels.controllers.step import SCALAR_CONTROLLERS, STEP_CONTROLLERS_BLOCK, rl_step_controllers
+from alpharl.reference import controllers as R
 
 #: Decay of the batch-statistic EMAs (entropy, KL, kurtosis, variances, trades): ~100 steps.
 SIGNAL_EMA_BETA = 0.99
@@ -49,42 +50,27 @@ class Controllers:
     """Device-side signal table + launches of the signal EMAs and every controller."""
 
     def __init__(self, stream=0):
-        from numba import cuda
-
         self.stream = stream
         table, beta = signal_table_host()
         self.n_rows = np.int32(len(table))
         self.table_d = cuda.to_device(table, stream=stream)
         self.beta_d = cuda.to_device(beta, stream=stream)
 
-    def launch_signal_emas(self, isv_d) -> None:
-        rl_signal_ema[1, SIGNAL_EMA_BLOCK, self.stream](isv_d, self.table_d, self.beta_d, self.n_rows)
-
     def launch_step(self, isv_d, counter_d) -> None:
         """The step's signal EMAs, every controller but the V blend, and counter_d[0] += 1: one launch
-        (the same as launch_signal_emas, launch_controllers and the tick in sequence)."""
+        (the same as the unit kernels rl_signal_ema, rl_lr_controller, SCALAR_CONTROLLERS and the tick in
+        sequence; the tests launch those one by one)."""
         heads = [np.int32(s) for s in S.GRAD_NORM_EMA_SLOTS]
         rl_step_controllers[1, STEP_CONTROLLERS_BLOCK, self.stream](isv_d, self.table_d, self.beta_d, self.n_rows,
                                                                     *heads, counter_d)
 
-    def launch_controllers(self, isv_d) -> None:
-        """Every controller except the V blend (which runs inside the learning update)."""
-        heads = [np.int32(s) for s in S.GRAD_NORM_EMA_SLOTS]
-        rl_lr_controller[1, LR_CTRL_BLOCK, self.stream](isv_d, *heads)
-        for ctrl in SCALAR_CONTROLLERS:
-            ctrl[1, 1, self.stream](isv_d)
-
 
 def reference_signal_emas(isv) -> None:
-    from alpharl.reference.controllers import rl_signal_ema as ref
-
     table, beta = signal_table_host()
-    ref(isv, table, beta, len(table))
+    R.rl_signal_ema(isv, table, beta, len(table))
 
 
 def reference_controllers(isv) -> None:
-    from alpharl.reference import controllers as R
-
     R.rl_lr_controller(isv, *S.GRAD_NORM_EMA_SLOTS)
     for ctrl in SCALAR_CONTROLLERS:
         getattr(R, ctrl.name)(isv)

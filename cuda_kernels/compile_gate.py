@@ -11,7 +11,9 @@ gave it: registers a thread, stack frame and spill bytes. A kernel meant to keep
 its working set in registers (the GEMMs' accumulators) shows a stack frame when
 the compiler had to put an array in local memory.
 
-Run as ``python -m alpharl.cuda_kernels.compile_gate [--resources] [NAME ...]``
+``--list`` prints the registry (name, signature, ``test_only``) without compiling.
+
+Run as ``python -m alpharl.cuda_kernels.compile_gate [--list] [--resources] [NAME ...]``
 (it must start in a fresh process: the simulator flag is read when numba is
 imported).
 """
@@ -96,7 +98,7 @@ def compile_all(names: list[str] | None = None, resources: bool = False) -> dict
             row = ptxas_resources(ptx, k.options.get("max_registers")) if ok and resources else {}
         except Exception as exc:  # report every failure, keep going
             ok, err, row = False, "".join(traceback.format_exception_only(type(exc), exc)).strip(), {}
-        results.append({"kernel": k.qualname, "signature": k.signature, "ok": ok,
+        results.append({"kernel": k.qualname, "signature": k.signature, "test_only": k.test_only, "ok": ok,
                         "seconds": round(time.perf_counter() - t0, 3), "error": err, **row})
     return {"cc": list(TARGET_CC), "kernels": results}
 
@@ -108,6 +110,13 @@ def main() -> int:
         env.pop("NUMBA_ENABLE_CUDASIM", None)
         os.execve(sys.executable, [sys.executable, "-m", __spec__.name, *sys.argv[1:]], env)
     args = sys.argv[1:]
+    if "--list" in args:
+        from alpharl.cuda_kernels.registry import all_kernels
+
+        rows = [{"kernel": k.qualname, "signature": k.signature, "test_only": k.test_only} for k in all_kernels()]
+        json.dump({"kernels": rows}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     resources = "--resources" in args
     names = [a for a in args if a != "--resources"]
     report = compile_all(names or None, resources)

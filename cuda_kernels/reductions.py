@@ -69,7 +69,7 @@ def strided_sumsq(x, begin, end, tid, stride):
     return (a0 + a1) + (a2 + a3)
 
 
-@kernel("void(float32[::1], int32, float32[::1], int32)")
+@kernel("void(float32[::1], int32, float32[::1], int32)", test_only=True)
 def rl_l2_norm(x, n, out, out_idx):
     """out[out_idx] = ||x[0:n]||_2. Launch [1, REDUCE_BLOCK].
 
@@ -174,7 +174,7 @@ def batch_moments_block(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt
                 isv[slot_neg_frac] = s_neg[0] / count
 
 
-@kernel("void(float32[::1], float32[::1], int32, float32[::1], int32, int32, int32, int32, int32, int32)")
+@kernel("void(float32[::1], float32[::1], int32, float32[::1], int32, int32, int32, int32, int32, int32)", test_only=True)
 def rl_batch_moments(x, w, n, isv, slot_count, slot_mean, slot_var, slot_kurt, slot_max, slot_neg_frac):
     """Weighted batch statistics of x[0:n] with weights w (0 = excluded), into ISV slots
     (``batch_moments_block`` has the maths). Launch [1, REDUCE_BLOCK].

@@ -6,6 +6,11 @@ first launch with that exact signature (``cache=True`` so a warm start loads
 the compiled code from disk). Launching with other argument types fails with
 Numba's "No matching definition" instead of silently compiling a variant, so
 the signature the compile gate checks is the one that really runs.
+
+``test_only=True`` marks a kernel the product never launches: the unit twin of
+a fused kernel that runs the same code (the tests compare the two and exercise
+the units one by one), or a diagnostic launched only by tests and benchmarks.
+The compile gate lists the mark (``--list``).
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ class Kernel:
     signature: str
     #: Extra ``cuda.jit`` options (e.g. ``max_registers``).
     options: dict = field(default_factory=dict)
+    #: Never launched by the product (module docstring).
+    test_only: bool = False
     _dispatcher: object = field(default=None, repr=False)
 
     @property
@@ -49,11 +56,12 @@ class Kernel:
         return self.dispatcher[launch_config]
 
 
-def kernel(signature: str, **options) -> Callable[[Callable], Kernel]:
-    """Register ``py_func`` as a kernel compiled for exactly ``signature`` (``options``: more ``cuda.jit`` options)."""
+def kernel(signature: str, test_only: bool = False, **options) -> Callable[[Callable], Kernel]:
+    """Register ``py_func`` as a kernel compiled for exactly ``signature`` (``options``: more ``cuda.jit``
+    options; ``test_only``: a unit twin launched only by tests)."""
 
     def wrap(py_func: Callable) -> Kernel:
-        k = Kernel(py_func.__name__, py_func.__module__, py_func, signature, dict(options))
+        k = Kernel(py_func.__name__, py_func.__module__, py_func, signature, dict(options), test_only)
         if k.qualname in _REGISTRY:
             raise ValueError(f"kernel {k.qualname} registered twice")
         _REGISTRY[k.qualname] = k

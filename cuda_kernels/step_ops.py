@@ -16,7 +16,7 @@ def rl_scale(x, n, scale, out):
         out[i] = x[i] * scale
 
 
-@kernel("void(int64[::1])")
+@kernel("void(int64[::1])", test_only=True)
 def rl_step_tick(counter):
     """counter[0] += 1: the step count lives on the device so a replayed graph keeps it. Launch [1, 1]."""
     counter[0] += 1

@@ -46,3 +46,49 @@ def test_gemm_accumulators_stay_in_registers():
         assert r["ok"], r["error"]
         assert 0 < r["registers"] <= 255, r
         assert r["stack_bytes"] == 0 and r["spill_bytes"] == 0, r
+
+
+def _product_launches() -> set[str]:
+    """Names of the kernels the product code (alpharl/ but its NumPy reference, cli/) launches:
+    ``k[grid, block](...)`` on a kernel's name, a kernel handed to a call (a launch helper),
+    and the GEMM tile kernels behind ``gemm_launch``."""
+    import ast
+    from pathlib import Path
+
+    import alpharl
+    from alpharl.cuda_kernels.nets.gemm import GEMM_KERNELS
+
+    root = Path(alpharl.__file__).resolve().parent
+    cli = root / "cli" if (root / "cli").is_dir() else root.parent / "cli"
+    files = [p for p in root.rglob("*.py") if "reference" not in p.relative_to(root).parts] + list(cli.rglob("*.py"))
+
+    def name_of(node):
+        return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+    used, called = set(), set()
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Subscript):
+                    used.add(name_of(node.func.value))
+                used.update(name_of(a) for a in node.args)
+                called.add(name_of(node.func))
+    if "gemm_launch" in called:
+        used.update(k.name for k in GEMM_KERNELS.values())
+    return used
+
+
+def test_test_only_label_matches_the_product_launches():
+    """A kernel is labelled test_only exactly when the product code never launches it."""
+    launched = _product_launches()
+    wrong = [f"{k.qualname}: test_only={k.test_only} but launched={k.name in launched}" for k in all_kernels()
+             if k.test_only == (k.name in launched)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_gate_lists_the_test_only_label():
+    proc, report = _gate("--list")
+    assert proc.returncode == 0
+    listed = {r["kernel"]: r["test_only"] for r in report["kernels"]}
+    assert listed == {k.qualname: k.test_only for k in all_kernels()}
+    assert 0 < sum(listed.values()) < len(listed)

@@ -6,6 +6,7 @@ from alpharl import isv as S
 from alpharl.controllers import Controllers, reference_controllers, reference_signal_emas
 from alpharl.cuda_kernels.controllers.v_blend import V_BLEND_CTRL_BLOCK, rl_v_blend_alpha_controller
 from alpharl.reference.controllers import rl_v_blend_alpha_controller as ref_vblend
+from controllers.controller_units import launch_controllers, launch_signal_emas
 
 
 def test_seed_indices_are_kept():
@@ -46,8 +47,8 @@ def test_g1_isv_bootstrap():
     no observation yet -> every slot holds its documented bootstrap value."""
     d = S.alloc_isv(bootstrap=False)
     ctl = Controllers()
-    ctl.launch_signal_emas(d)
-    ctl.launch_controllers(d)
+    launch_signal_emas(ctl, d)
+    launch_controllers(ctl, d)
     one = np.ones(1, np.float32)
     gate = cuda.to_device(np.ones(1, np.int32))
     rl_v_blend_alpha_controller[1, V_BLEND_CTRL_BLOCK](cuda.to_device(one), cuda.to_device(one), np.int32(0), d, gate)
@@ -68,5 +69,5 @@ def test_alloc_isv_is_bootstrapped():
 def test_bootstrapped_isv_is_a_fixed_point_without_signals():
     """Running the controllers on a bootstrapped ISV with no signals changes nothing."""
     d = S.alloc_isv()
-    Controllers().launch_controllers(d)
+    launch_controllers(Controllers(), d)
     np.testing.assert_array_equal(d.copy_to_host(), S.bootstrap_vector())

@@ -13,7 +13,7 @@ K_RATIO_LO = 0.1
 K_STEP = 0.05 * K_FIXED_POINT
 
 
-@kernel("void(float32[::1])")
+@kernel("void(float32[::1])", test_only=True)
 def rl_k_loop_controller(isv):
     """K-loop multiplier isv[404] (K x 2048 fixed point) from the advantage variance ratio.
 

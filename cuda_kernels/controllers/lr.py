@@ -46,7 +46,7 @@ def lr_law(lr_prev, signal_slot, isv):
     return clampf(w * target + (float32(1.0) - w) * lr_prev, float32(LR_MIN), float32(LR_MAX))
 
 
-@kernel("void(float32[::1], int32, int32, int32, int32, int32, int32)")
+@kernel("void(float32[::1], int32, int32, int32, int32, int32, int32)", test_only=True)
 def rl_lr_controller(isv, q_signal_slot, pi_signal_slot, v_signal_slot, bce_signal_slot, aux_signal_slot,
                      enc_signal_slot):
     """Write lr_q, lr_pi, lr_v, lr_bce, lr_aux, lr_enc (slots 413-418) from their grad-norm EMA slots.

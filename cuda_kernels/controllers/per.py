@@ -17,7 +17,7 @@ PER_BETA_MIN = 0.4
 PER_BETA_MAX = 1.0
 
 
-@kernel("void(float32[::1])")
+@kernel("void(float32[::1])", test_only=True)
 def rl_per_controller(isv):
     """PER alpha and beta from the effective-sample-size fraction f = (sum p)^2 / (N sum p^2).
 

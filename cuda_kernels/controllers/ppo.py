@@ -51,7 +51,7 @@ ENTROPY_TARGET = ENTROPY_TARGET_FRAC * N_ACTIONS_LN
 ENTROPY_GAIN = 0.05
 
 
-@kernel("void(float32[::1])")
+@kernel("void(float32[::1])", test_only=True)
 def rl_ppo_clip_controller(isv):
     """PPO clip epsilon from the KL EMA against KL_TARGET.
 
@@ -71,7 +71,7 @@ def rl_ppo_clip_controller(isv):
     isv[RL_PPO_CLIP_EPS] = clampf(eps, float32(CLIP_EPS_MIN), float32(CLIP_EPS_MAX))
 
 
-@kernel("void(float32[::1])")
+@kernel("void(float32[::1])", test_only=True)
 def rl_ratio_clamp_controller(isv):
     """Dual-clip ratio bound c from the observed ratio tail.
 
@@ -90,7 +90,7 @@ def rl_ratio_clamp_controller(isv):
     isv[RL_PPO_RATIO_CLAMP] = clampf(c, float32(RATIO_CLAMP_MIN), float32(RATIO_CLAMP_MAX))
 
 
-@kernel("void(float32[::1])")
+@kernel("void(float32[::1])", test_only=True)
 def rl_entropy_coef_controller(isv):
     """Entropy coefficient toward the target entropy H* = 0.5 ln 9.
 

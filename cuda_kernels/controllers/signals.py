@@ -24,7 +24,7 @@ COL_SRC, COL_DST, COL_GATE = 0, 1, 2
 N_TABLE_COLS = 3
 
 
-@kernel("void(float32[::1], int32[:, ::1], float32[::1], int32)")
+@kernel("void(float32[::1], int32[:, ::1], float32[::1], int32)", test_only=True)
 def rl_signal_ema(isv, table, beta, n_rows):
     """For each table row r < n_rows: isv[dst] = EMA(isv[dst], isv[src]; beta[r]) (see module doc)."""
     s_bad = cuda.shared.array(SIGNAL_EMA_BLOCK, float32)

@@ -15,7 +15,7 @@ GAUSSIAN_KURTOSIS = 3.0
 TAU_GAIN = 0.1
 
 
-@kernel("void(float32[::1])")
+@kernel("void(float32[::1])", test_only=True)
 def rl_target_tau_controller(isv):
     """tau from the TD-error kurtosis EMA k.
 

@@ -92,7 +92,7 @@ def v_blend_value(alpha, v_scalar, v_dq):
     return alpha * v_scalar + (float32(1.0) - alpha) * v_dq
 
 
-@kernel("void(float32[::1], float32[::1], int32, float32[::1], float32[::1], int32[::1])")
+@kernel("void(float32[::1], float32[::1], int32, float32[::1], float32[::1], int32[::1])", test_only=True)
 def rl_v_blend(v_scalar, v_dq, n, isv, out, gate):
     """out[b] = alpha V_scalar[b] + (1 - alpha) V_dq[b], alpha = isv[RL_V_BLEND_ALPHA].
 

@@ -35,7 +35,7 @@ def advantage_return(reward, done, v_used, v_used_tp1, gamma):
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, float32[::1], "
-        "float32[::1], float32[::1])")
+        "float32[::1], float32[::1])", test_only=True)
 def rl_compute_advantage_return(gate, reward, done, v_used, v_used_tp1, n, isv, advantage, ret):
     """A = r + gamma (1 - done) V_used(s') - V_used(s); return = A + V_used(s); gamma = isv[RL_GAMMA].
 

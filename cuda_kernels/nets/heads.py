@@ -81,7 +81,7 @@ def v_dq_of(val, off):
     return expectation_of_logp(x)
 
 
-@kernel("void(int32[::1], float32[::1], int32, float32[::1])")
+@kernel("void(int32[::1], float32[::1], int32, float32[::1])", test_only=True)
 def rl_v_dq(gate, val, n, out):
     """out[b] = V_dq = sum_z softmax(val[b, :])[z] z_j for b < n (val is [n, N_ATOMS]).
 
@@ -94,7 +94,7 @@ def rl_v_dq(gate, val, n, out):
         out[b] = v_dq_of(val, b * N_ATOMS)
 
 
-@kernel("void(int32[::1], float32[::1], float32[::1], int32, float32[::1])")
+@kernel("void(int32[::1], float32[::1], float32[::1], int32, float32[::1])", test_only=True)
 def rl_dueling_logits(gate, adv, val, n, out):
     """out[b, a, z] = v[z] + adv[a, z] - mean_a adv[a, z] (flat [n, N_ACTIONS * N_ATOMS]).
 

@@ -142,7 +142,7 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
 
 
 @kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], float32[::1], int32, float32[::1], "
-        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])")
+        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])", test_only=True)
 def rl_ppo_loss(gate, logits, actions, logp_old, advantage, n, isv, d_logits, loss, entropy, kl, ratio_out):
     """PPO clipped surrogate with dual clip (Ye et al. 2020) and entropy bonus, per sample.
 
@@ -205,7 +205,7 @@ def ppo_row(logits, off, a, logp_old, adv, isv, inv_n, d_logits):
     return -obj - coef * h, h, kl, ratio
 
 
-@kernel("void(int32[::1], float32[::1], float32[::1], int32, int32, float32[::1], float32[::1])")
+@kernel("void(int32[::1], float32[::1], float32[::1], int32, int32, float32[::1], float32[::1])", test_only=True)
 def rl_scalar_loss(gate, pred, target, n, kind, d_pred, loss):
     """Per-sample loss of a one-output head and d(mean loss)/d pred.
 

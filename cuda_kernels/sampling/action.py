@@ -77,7 +77,7 @@ def rl_pi_action_kernel(pi_logits, prng_state, actions, logp):
         logp[b] = lp
 
 
-@kernel("void(float32[:, :, ::1], float32[::1], uint32[::1], int32[::1])")
+@kernel("void(float32[:, :, ::1], float32[::1], uint32[::1], int32[::1])", test_only=True)
 def rl_action_kernel(q_logits, supports, prng_state, actions):
     """Thompson action from Q's return distribution, per backtest (diagnostics only).
 

@@ -7,6 +7,7 @@ from alpharl import isv as S
 from alpharl.controllers import SIGNAL_TABLE, Controllers, reference_signal_emas, signal_table_host
 from alpharl.cuda_kernels.controllers.signals import SIGNAL_EMA_BLOCK, rl_signal_ema
 from alpharl.reference.controllers import rl_signal_ema as ref_ema
+from controllers.controller_units import launch_signal_emas
 
 
 def _random_isv(rng):
@@ -21,7 +22,7 @@ def _random_isv(rng):
 def test_signal_emas_match_reference(rng):
     host = _random_isv(rng)
     d = cuda.to_device(host)
-    Controllers().launch_signal_emas(d)
+    launch_signal_emas(Controllers(), d)
     ref = host.copy()
     reference_signal_emas(ref)
     np.testing.assert_allclose(d.copy_to_host(), ref, rtol=1e-6)

@@ -5,6 +5,7 @@ from numba import cuda
 
 from alpharl import isv as S
 from alpharl.controllers import SIGNAL_TABLE, Controllers, reference_controllers, reference_signal_emas
+from controllers.controller_units import launch_controllers, launch_signal_emas
 
 
 def _preseeded_isv(rng):
@@ -25,8 +26,8 @@ def test_fused_step_equals_the_separate_kernels_and_the_references(rng):
         host = _preseeded_isv(rng)
         ctl = Controllers()
         seq = cuda.to_device(host)
-        ctl.launch_signal_emas(seq)
-        ctl.launch_controllers(seq)
+        launch_signal_emas(ctl, seq)
+        launch_controllers(ctl, seq)
         fused = cuda.to_device(host)
         counter = cuda.to_device(np.array([41], np.int64))
         ctl.launch_step(fused, counter)
