@@ -96,3 +96,33 @@ def active() -> str:
 
 def on_simulator() -> bool:
     return active() == SIM
+
+
+#: Every place a kernel module runs other code or other shapes under the CUDA simulator than on
+#: the GPU, with the reason. The simulator runs each thread as a Python thread, so its cost is
+#: threads x steps; the GPU suite runs the GPU side of every switch (these are its defaults).
+SIM_OVERRIDES: dict[str, str] = {
+    "nets.gemm.pack2": "the simulator implements no libdevice function: pack2/lo_of/hi_of move the same bits "
+                       "through struct instead of a register move",
+    "nets.gemm.small_tiles": "gemm_shape keeps the 64-row tiles for small products instead of 32 x 32 (a quarter "
+                             "of the threads); the 32 x 32 shape has its own tests (tests/nets/test_nets_gemm.py)",
+    "nets.gemm.SPLIT_COLS": "rl_split_reduce: one group of 256 outputs, one thread an output, instead of 32 "
+                            "columns x 8 groups (the same sums; fewer Python threads)",
+    "nets.gemm.SPLIT_GROUPS": "see nets.gemm.SPLIT_COLS",
+    "nets.adam.GUARD_BLOCK": "rl_grad_guard's block: 256 threads instead of 1024, the same code at another "
+                             "power-of-two width (tree_sum)",
+    "registry.options": "code-generation options (max_registers) mean nothing to the simulator, whose jit does "
+                        "not take them",
+}
+
+
+def sim_override(name: str) -> bool:
+    """True under the simulator: the switch ``name`` (a key of SIM_OVERRIDES) takes its simulator side."""
+    if name not in SIM_OVERRIDES:
+        raise KeyError(f"simulator switch {name!r} is not documented in alpharl.target.SIM_OVERRIDES")
+    return on_simulator()
+
+
+def gpu_or_sim(name: str, gpu, sim):
+    """``gpu``, or ``sim`` under the simulator: the value of the documented switch ``name``."""
+    return sim if sim_override(name) else gpu

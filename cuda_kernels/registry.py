@@ -19,6 +19,8 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable
 
+from alpharl import target
+
 _REGISTRY: dict[str, "Kernel"] = {}
 
 
@@ -45,10 +47,8 @@ class Kernel:
         if self._dispatcher is None:
             from numba import cuda
 
-            from alpharl import target
-
             # Code-generation options mean nothing to the simulator (its jit does not take them).
-            options = {} if target.on_simulator() else self.options
+            options = {} if target.sim_override("registry.options") else self.options
             self._dispatcher = cuda.jit(self.signature, cache=True, **options)(self.py_func)
         return self._dispatcher
 

@@ -105,3 +105,21 @@ def test_importing_every_kernel_module_loads_no_heavy_package():
     assert not heavy, heavy
     host = [m for m in loaded if m.startswith("alpharl") and not _allowed(m)]
     assert not host, host
+
+
+def test_every_simulator_switch_in_the_kernels_is_documented():
+    """Kernel modules switch on the simulator only through alpharl.target's documented switches,
+    each named once; every documented switch is used (the GPU runs the other side of each)."""
+    from alpharl import target
+
+    used, raw = [], []
+    for path in sorted(_KERNELS_DIR.rglob("*.py")):
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("sim_override", "gpu_or_sim"):
+                    used.append(node.args[0].value)
+                elif node.func.attr == "on_simulator":
+                    raw.append(f"{path}:{node.lineno}")
+    assert not raw, raw
+    assert sorted(used) == sorted(target.SIM_OVERRIDES), used
+    assert all(len(why) > 20 for why in target.SIM_OVERRIDES.values())

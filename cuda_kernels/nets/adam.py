@@ -47,7 +47,7 @@ TABLE_COLS = 6
 #: Threads of rl_grad_guard's one block per module (a power of two: tree_sum). Under the CUDA
 #: simulator, whose cost is its thread count (a Python thread each), 256: the same code at another
 #: power-of-two width.
-GUARD_BLOCK = 256 if target.on_simulator() else 1024
+GUARD_BLOCK = target.gpu_or_sim("nets.adam.GUARD_BLOCK", gpu=1024, sim=256)
 #: Per-module device state, int32 [N_MODULES, STATE_COLS]: Adam step t, armed flag.
 STATE_STEP = 0
 STATE_ARMED = 1

@@ -76,8 +76,8 @@ GEMM_SIGNATURE = ("void(int32[::1], float32[::1], float32[::1], float32[::1], fl
                   "int32, int32, int32, int32, int32, int32, int32, int32, int32, int32, int32, int32)")
 
 
-if target.on_simulator():
-    # The CUDA simulator implements no libdevice function: the same bit moves through struct.
+if target.sim_override("nets.gemm.pack2"):
+    # The CUDA simulator implements no libdevice function: the same bits move through struct.
     @cuda.jit(device=True)
     def pack2(lo, hi):
         """Two float32 in one float64, bit-exact (lo in the low word)."""
@@ -393,7 +393,7 @@ def gemm_shape(m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
         return (4, pn, 16)
     # The CUDA simulator runs every thread as Python: its cost is threads x K steps, so it keeps
     # the 64-row tiles (a quarter of the 32 x 32 tiles' threads); the 32 x 32 shape has its own tests.
-    if cdiv(m, 64) * cdiv(n, 64) * splits < FULL_WAVE_BLOCKS // 8 and not target.on_simulator():
+    if cdiv(m, 64) * cdiv(n, 64) * splits < FULL_WAVE_BLOCKS // 8 and not target.sim_override("nets.gemm.small_tiles"):
         return (1, 1, 64)
     return (2, 1 if n <= 32 else 2, 32)
 
@@ -408,8 +408,8 @@ def gemm_launch(m: int, n: int, splits: int = 1, shape=None):
 #: rl_split_reduce block: SPLIT_COLS consecutive outputs x SPLIT_GROUPS interleaved groups of splits.
 #: Under the CUDA simulator, whose cost is its thread count (a Python thread each), one group of
 #: 256: the same code at one thread an output (the GPU suite runs the grouped sum).
-SPLIT_COLS = 256 if target.on_simulator() else 32
-SPLIT_GROUPS = 1 if target.on_simulator() else 8
+SPLIT_COLS = target.gpu_or_sim("nets.gemm.SPLIT_COLS", gpu=32, sim=256)
+SPLIT_GROUPS = target.gpu_or_sim("nets.gemm.SPLIT_GROUPS", gpu=8, sim=1)
 
 
 def split_reduce_launch(size: int) -> tuple[int, tuple[int, int]]:
