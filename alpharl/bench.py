@@ -21,6 +21,10 @@ import sys
 import tempfile
 import time
 
+from alpharl.config import TrainConfig
+from alpharl.graph import CapturedGraph
+from alpharl.lobster.sample import load_embedded
+from alpharl.trainer import IntegratedTrainer
 
 #: The B values of the results table.
 DEFAULT_BS = (16, 64, 256, 1024, 4096, 16384, 65536)
@@ -71,10 +75,6 @@ def floor_of(trainer, launches: int) -> dict:
 def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     from numba import cuda
 
-    from alpharl.config import TrainConfig
-    from alpharl.graph import CapturedGraph
-    from alpharl.trainer import IntegratedTrainer
-
     ctx = cuda.current_context()
     free0, total = ctx.get_memory_info()
     # K = 1 (one learning update per env step), as the targets are stated.
@@ -121,7 +121,7 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
 def start_time(cache_dir: str) -> float:
     """Seconds from a fresh process's start to its first completed training step."""
     code = ("import time; t0=time.perf_counter(); from alpharl.config import TrainConfig; "
-            "from alpharl.lobster import load_embedded; from alpharl.trainer import IntegratedTrainer; "
+            "from alpharl.lobster.sample import load_embedded; from alpharl.trainer import IntegratedTrainer; "
             "tr=IntegratedTrainer(TrainConfig(b=16, backend='cuda'), load_embedded()); tr.step(); "
             "tr.read_isv(); print(time.perf_counter()-t0)")
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
@@ -153,8 +153,6 @@ def environment() -> dict:
 
 
 def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True) -> dict:
-    from alpharl.lobster import load_embedded
-
     market = load_embedded()
     rows = []
     for b in bs:

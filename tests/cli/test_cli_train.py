@@ -40,7 +40,7 @@ def test_synthetic_and_data_flags(fake_trainer, tmp_path):
     r = runner.invoke(app, ["train", "--steps", "3", "--synthetic", "--run-dir", str(tmp_path / "s")])
     assert r.exit_code == 0, r.output
     assert fake_trainer.calls[-1][0].synthetic is True
-    from alpharl.lobster import embedded_sample_path
+    from alpharl.lobster.sample import embedded_sample_path
 
     r = runner.invoke(app, ["train", "--steps", "3", "--data", str(embedded_sample_path()), "--run-dir", str(tmp_path / "d")])
     assert r.exit_code == 0, r.output

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 import alpharl.lobster.load as load_module
-from alpharl.lobster import LobsterFormatError, embedded_sample_path, load_lobster
 from alpharl.lobster import cache as lobster_cache
+from alpharl.lobster.errors import LobsterFormatError
+from alpharl.lobster.load import load_lobster
+from alpharl.lobster.sample import embedded_sample_path
 from alpharl.lobster.market import FIELD_DTYPES
 
 
