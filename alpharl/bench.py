@@ -21,6 +21,10 @@ import sys
 import tempfile
 import time
 
+from alpharl.config import TrainConfig
+from alpharl.graph import CapturedGraph
+from alpharl.lobster.sample import load_embedded
+from alpharl.trainer import IntegratedTrainer
 
 #: The B values of the results table.
 DEFAULT_BS = (16, 64, 256, 1024, 4096, 16384, 65536)
@@ -70,10 +74,6 @@ def floor_of(trainer, launches: int) -> dict:
 
 def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     from numba import cuda
-
-    from alpharl.config import TrainConfig
-    from alpharl.graph import CapturedGraph
-    from alpharl.trainer import IntegratedTrainer
 
     ctx = cuda.current_context()
     free0, total = ctx.get_memory_info()
@@ -153,8 +153,6 @@ def environment() -> dict:
 
 
 def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True) -> dict:
-    from alpharl.lobster.sample import load_embedded
-
     market = load_embedded()
     rows = []
     for b in bs:

@@ -2,21 +2,21 @@
 
 A checkpoint is one ``.npz`` archive of named arrays (weights, Adam moments,
 target net, ISV, PRNG states, simulator state, replay, step) plus a JSON
-``meta`` entry (format version, step, the resolved config). It is written to a
-temporary file in the same directory, fsynced, then renamed over the old one,
-so a kill at any moment leaves either the old or the new checkpoint, whole.
+``meta`` entry (format version, step, the resolved config). It is written
+atomically (alpharl.atomic), so a kill at any moment leaves either the old or
+the new checkpoint, whole.
 """
 from __future__ import annotations
 
-import io
 import json
-import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-CHECKPOINT_FILE = "checkpoint.npz"
+from alpharl.atomic import atomic_writer
+from alpharl.rundir import CHECKPOINT_FILE
+
 FORMAT = "alpharl-checkpoint-v1"
 
 
@@ -26,21 +26,10 @@ class CheckpointError(ValueError):
 
 def save_checkpoint(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    buf = io.BytesIO()
     payload = {k: np.asarray(v) for k, v in arrays.items()}
     payload["__meta__"] = np.frombuffer(json.dumps({"format": FORMAT, **meta}).encode(), dtype=np.uint8)
-    np.savez(buf, **payload)
-    with open(tmp, "wb") as f:
-        f.write(buf.getbuffer())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_writer(path) as f:
+        np.savez(f, **payload)
     return path
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from alpharl.isv import K_MAX
 from alpharl.sim.params import SimParams, SynthParams
 
 BACKENDS = ("auto", "cuda", "sim", "numpy")
@@ -75,8 +76,6 @@ class TrainConfig:
             bad.append(f"--b {self.b}: must be >= 1")
         if self.backend not in BACKENDS:
             bad.append(f"--backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
-        from alpharl.isv import K_MAX
-
         if not 1 <= self.k_max <= K_MAX:
             bad.append(f"--k-max {self.k_max}: must be in 1..{K_MAX}")
         if self.minibatch < 1:

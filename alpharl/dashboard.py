@@ -43,8 +43,6 @@ PLAIN_MIN_INTERVAL_S = 2.0
 QUIET_MIN_INTERVAL_S = 60.0
 #: Live header refreshes per second (the body changes only on update()).
 LIVE_REFRESH_PER_S = 1.0
-#: Uniform C51 prediction over 21 atoms: the "stuck" loss level.
-LN_N_ATOMS = math.log(21.0)
 #: ISV panels: (title, groups). A group not named here gets a panel of its own.
 ISV_PANELS = (
     ("learning rates", ("lr",)),
@@ -287,9 +285,7 @@ class Dashboard:
                 if s.group in groups:
                     rows.append((s.name, fmt(self._slot(s.name))))
                     if s.index == S.RL_K_LOOP_MULT:
-                        # the fixed point read as the learner does: K = clamp(round(mult / 2048), 1, K_MAX)
-                        k = min(max(round(self._slot(s.name) / S.K_FIXED_POINT), 1), S.K_MAX)
-                        rows.append(("  K", str(k)))
+                        rows.append(("  K", str(S.decode_k(self.isv))))   # the fixed point read as the learner does
             out.append((title, rows))
         losses = [(s.name, fmt(self._slot(s.name))) for s in S.SLOTS if s.group == LOSS_GROUP]
         losses += [(k, fmt(v)) for k, v in self.metrics.items() if k.startswith(LOSS_PREFIX)]

@@ -10,8 +10,9 @@ and at ``close``. ``read_diagnostics`` returns a ``pyarrow.Table``; pandas
 (``diag.to_pandas()``), polars (``pl.read_ipc_stream(path)``) and DuckDB
 (``duckdb.sql("select * from diag")`` on the Arrow table held in a variable
 ``diag``, or ``read_parquet`` on the Parquet snapshot) read it.
-A Parquet snapshot (``diagnostics.parquet``) is refreshed atomically at each
-checkpoint and at the end of a run, for tools that prefer files with a footer.
+A Parquet snapshot (``diagnostics.parquet``) is refreshed atomically
+(alpharl.atomic) at each checkpoint and at the end of a run, for tools that
+prefer files with a footer. The file names are alpharl.rundir's.
 
 Schema (documented in ``SCHEMA_DOC``): fixed columns first, then one float32
 column per ISV slot named ``isv.<slot name>``, then free-form float64 metrics
@@ -31,9 +32,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from alpharl import isv as S
+from alpharl.atomic import atomic_writer
+from alpharl.rundir import DIAG_FILE, PARQUET_FILE
 
-DIAG_FILE = "diagnostics.arrows"
-PARQUET_FILE = "diagnostics.parquet"
 ISV_PREFIX = "isv."
 #: Longest time between fsyncs of the diagnostics stream (rows reach the kernel at once regardless).
 FSYNC_INTERVAL_S = 1.0
@@ -91,7 +92,7 @@ class DiagnosticsWriter:
             if old.schema.remove_metadata() != self.schema.remove_metadata():
                 raise ValueError(f"{self.path}: existing diagnostics have another schema; cannot append")
             if keep_until_step is not None and len(old) and max(old.column("step").to_pylist()) > keep_until_step:
-                import pyarrow.compute as pc
+                import pyarrow.compute as pc   # here: ~30 ms of start-up that only a resume needs
 
                 self._rewrite(old.filter(pc.less_equal(old.column("step"), keep_until_step)))
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
@@ -108,15 +109,11 @@ class DiagnosticsWriter:
         return data[: -len(_EOS)] if data.endswith(_EOS) else data
 
     def _rewrite(self, table: pa.Table) -> None:
-        """Rewrite the file with only ``table``'s rows, atomically (temp file + rename)."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
+        """Rewrite the file with only ``table``'s rows, atomically."""
+        with atomic_writer(self.path) as f:
             f.write(self._schema_bytes())
             for b in table.to_batches():
                 f.write(_batch_bytes(self.schema, b))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
 
     def _trim_to_complete(self, table: pa.Table) -> None:
         """Resume: drop a torn tail left by a crash so appended rows stay readable."""
@@ -202,12 +199,11 @@ def read_diagnostics(path: Path | str) -> pa.Table:
 
 def write_parquet_snapshot(run_dir: Path) -> Path:
     """Refresh ``diagnostics.parquet`` atomically from the stream."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq   # here: start-up of the CLI, which only a run's snapshot needs
 
     run_dir = Path(run_dir)
     table = read_diagnostics(run_dir / DIAG_FILE)
     out = run_dir / PARQUET_FILE
-    tmp = out.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, out)
+    with atomic_writer(out) as f:
+        pq.write_table(table, f)
     return out

@@ -39,10 +39,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from alpharl import actions as A
-from alpharl.prng import STREAM_EVAL
+from alpharl.atomic import atomic_writer
+from alpharl.lobster.load import load_lobster
+from alpharl.lobster.sample import load_embedded
+from alpharl.nets import NetLayout
+from alpharl.sim import layout as L
+from alpharl.sim.driver import run_script
+from alpharl.sim.market import SyntheticMarket
 from alpharl.sizes import N_ACTIONS
+
+# alpharl.prng, alpharl.reference.* and alpharl.sim.lobsim load numba: they are imported where a
+# network policy or a simulator runs, so that `alpharl --help` (which reads this module's defaults)
+# starts without it.
 
 POLICIES = ("sampled", "greedy")
 BASELINES = ("hold", "random", "periodic", "join")
@@ -99,8 +110,7 @@ class NetPolicy:
     """pi of a checkpoint's flat parameter vector (NetLayout order), on host observations."""
 
     def __init__(self, params: np.ndarray, obs_dim: int, greedy: bool, b: int, seed: int):
-        from alpharl.nets import NetLayout
-        from alpharl.prng import seed_states
+        from alpharl.prng import STREAM_EVAL, seed_states   # numba: see the note above
 
         self.layout = NetLayout(obs_dim)
         params = np.asarray(params, np.float32).ravel()
@@ -114,7 +124,7 @@ class NetPolicy:
         self.logp = np.zeros(b, np.float32)
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
-        from alpharl.reference.learner import _w, encode
+        from alpharl.reference.learner import _w, encode   # numba: see the note above
         from alpharl.reference.nets import linear
 
         _, h = encode(self.params, self.layout, np.asarray(obs, np.float32))
@@ -124,7 +134,7 @@ class NetPolicy:
         logits = self.logits(obs)
         if self.greedy:
             return np.argmax(logits, axis=1).astype(np.int32)
-        from alpharl.reference.sampling import rl_pi_action_kernel
+        from alpharl.reference.sampling import rl_pi_action_kernel   # numba: see the note above
 
         rl_pi_action_kernel(logits, self.prng, self.actions, self.logp)
         return self.actions.copy()
@@ -136,6 +146,8 @@ class Baseline:
     def __init__(self, name: str, b: int, seed: int, period: int = DEFAULT_PERIOD):
         if name not in BASELINES:
             raise EvalError(f"--policy {name!r}: expected one of {', '.join(ALL)}")
+        from alpharl.prng import STREAM_EVAL   # numba: see the note above
+
         self.name, self.b, self.period = name, b, max(2, int(period))
         self.rng = np.random.default_rng([seed, STREAM_EVAL])
         self.t = 0
@@ -206,9 +218,6 @@ class EvalSetup:
 def make_setup(config, data: str | None, start: float, end: float, b: int, steps: int | None, seed: int,
                fills: bool) -> EvalSetup:
     """Load the market (``data`` overrides the run's), cut the window, fit the simulator parameters."""
-    from alpharl.sim import layout as L
-    from alpharl.sim.market import SyntheticMarket
-
     if b < 1:
         raise EvalError(f"--b {b}: must be >= 1")
     if steps is not None and steps < 1:
@@ -227,9 +236,6 @@ def make_setup(config, data: str | None, start: float, end: float, b: int, steps
 
 
 def load_market(data: str | None):
-    from alpharl.lobster.load import load_lobster
-    from alpharl.lobster.sample import load_embedded
-
     if data is None:
         return load_embedded()
     if not Path(data).exists():
@@ -239,8 +245,7 @@ def load_market(data: str | None):
 
 def run_policy(setup: EvalSetup, policy, backend: str = "numpy"):
     """One policy on a fresh simulator: the driver's ScriptResult."""
-    from alpharl.sim.driver import run_script
-
+    # numba (see the note above), and only the chosen simulator's kernels are compiled.
     if backend == "numpy":
         from alpharl.reference.lobsim import ReferenceLobSim
 
@@ -273,26 +278,23 @@ def evaluate(setup: EvalSetup, names: list[str], params: np.ndarray | None, peri
 
 def write_fills(fills: dict, out: Path | str) -> Path:
     """All policies' fills in one table with a ``policy`` column: Parquet (.parquet), CSV (.csv) or Arrow IPC."""
-    import pyarrow as pa
-
     out = Path(out)
     tables = [t.append_column("policy", pa.array([name] * t.num_rows, pa.string())) for name, t in fills.items()]
     table = pa.concat_tables(tables) if tables else pa.table({})
-    tmp = out.with_name(out.name + ".tmp")
-    if out.suffix == ".parquet":
-        import pyarrow.parquet as pq
+    with atomic_writer(out) as f:
+        if out.suffix == ".parquet":
+            import pyarrow.parquet as pq   # each writer loaded for its own format only (start-up)
 
-        pq.write_table(table, tmp)
-    elif out.suffix == ".csv":
-        import pyarrow.csv as pcsv
+            pq.write_table(table, f)
+        elif out.suffix == ".csv":
+            import pyarrow.csv as pcsv
 
-        pcsv.write_csv(table, tmp)
-    else:
-        import pyarrow.ipc as ipc
+            pcsv.write_csv(table, f)
+        else:
+            import pyarrow.ipc as ipc
 
-        with ipc.new_file(str(tmp), table.schema) as w:
-            w.write_table(table)
-    tmp.replace(out)
+            with ipc.new_file(f, table.schema) as w:
+                w.write_table(table)
     return out
 
 

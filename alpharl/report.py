@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from alpharl import isv as S
-from alpharl.diag import DIAG_FILE, ISV_PREFIX, PARQUET_FILE, read_diagnostics
+from alpharl.diag import ISV_PREFIX, read_diagnostics
+from alpharl.rundir import CONFIG_FILE, DIAG_FILE, PARQUET_FILE, SUMMARY_FILE
 
 #: Columns of the diagnostics table that are bookkeeping, never summarised.
 BOOKKEEPING = ("step", "wall_time", "unix_time")
@@ -115,7 +116,7 @@ def load_run(path: Path | str) -> Run:
     wall = (table.column("wall_time").to_numpy(zero_copy_only=False).astype(np.float64)
             if "wall_time" in table.column_names else np.zeros(len(steps)))
     return Run(name=run_dir.name or str(run_dir), path=run_dir, steps=steps, wall_time=wall, columns=cols,
-               config=_read_toml(run_dir / "config.toml"), summary=_read_json(run_dir / "summary.json"))
+               config=_read_toml(run_dir / CONFIG_FILE), summary=_read_json(run_dir / SUMMARY_FILE))
 
 
 def _read_toml(path: Path) -> dict:
@@ -218,10 +219,6 @@ def trend_arrow(first: float, last: float, lo: float, hi: float) -> str:
     if not span > 0 or abs(last - first) <= TREND_FLAT_FRACTION * span:
         return "→"
     return "↑" if last > first else "↓"
-
-
-def summarize(run: Run, names: list[str]) -> dict[str, ColumnSummary]:
-    return {n: summarize_column(run.steps, run.columns[n]) for n in names}
 
 
 def run_header(run: Run) -> dict:

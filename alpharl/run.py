@@ -1,15 +1,10 @@
-"""A training run: run directory, diagnostics, checkpoints, clean stop.
+"""A training run: the loop around the trainer, with diagnostics, checkpoints and a clean stop.
 
 ``train(config, resume=None, dashboard=None)`` is what ``alpharl train`` calls.
-The run directory holds:
-
-- ``config.toml``        the resolved configuration;
-- ``diagnostics.arrows`` one row per ``diag_every`` steps (alpharl.diag), durable row by row;
-- ``diagnostics.parquet`` a snapshot of the same, refreshed at each checkpoint and at the end;
-- ``checkpoint.npz``     everything needed to continue bit-identically (alpharl.checkpoint):
-  keys ``nets.*`` (params, adam_m, adam_v, target, adam_state), ``sim.*``, ``replay.*``,
-  ``isv``, ``prng``, ``step_count``, ``acc``, ``trainer.steps_done``; meta: step, config;
-- ``summary.json``       final step, wall time, throughput, last losses and trade statistics.
+The run directory's files, its resume rules and the config merge are
+alpharl.rundir's; the checkpoint holds keys ``nets.*`` (params, adam_m,
+adam_v, target, adam_state), ``sim.*``, ``replay.*``, ``isv``, ``prng``,
+``step_count``, ``acc``, ``trainer.steps_done``; meta: step, b, obs_dim, config.
 
 Ctrl-C (SIGINT) or SIGTERM stops after the current step: a final checkpoint is
 written and the diagnostics flushed. ``--steps`` is the run's total: resuming a
@@ -17,23 +12,21 @@ run of N steps with ``--steps 2N`` continues for N more.
 """
 from __future__ import annotations
 
-import json
-import os
 import signal
+import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 from alpharl import isv as S
-from alpharl.checkpoint import CHECKPOINT_FILE, CheckpointError, load_checkpoint, save_checkpoint
+from alpharl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
-
-#: Options a resumed run may change; everything else comes from the run's own config.toml.
-RESUME_OVERRIDABLE = ("steps", "backend", "graph")
-SUMMARY_FILE = "summary.json"
-CONFIG_FILE = "config.toml"
+from alpharl.lobster.load import load_lobster
+from alpharl.lobster.sample import load_embedded
+from alpharl.rundir import CHECKPOINT_FILE, default_run_dir, resume_config, write_config, write_summary
+from alpharl.sim.market import SyntheticMarket
+from alpharl.sizes import LN_N_ATOMS
+from alpharl.trainer import METRICS, IntegratedTrainer, resolve_backend
 
 
 def load_market(config: TrainConfig):
@@ -41,36 +34,30 @@ def load_market(config: TrainConfig):
     if config.features:
         return None  # step_synthetic: no market
     if config.synthetic:
-        from alpharl.sim.market import SyntheticMarket
-
         return SyntheticMarket(config.synth)
-    from alpharl.lobster.load import load_lobster
-    from alpharl.lobster.sample import load_embedded
-
     return load_lobster(config.data) if config.data else load_embedded()
 
 
-def default_run_dir(config: TrainConfig) -> Path:
-    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-s{config.seed}"
+def check_backend(config: TrainConfig) -> None:
+    """The backend must exist on this machine (cuda needs a GPU; sim needs numba's simulator)."""
+    try:
+        resolve_backend(config.backend)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def resume_config(run_dir: Path, given: TrainConfig) -> TrainConfig:
-    cfg_path = run_dir / CONFIG_FILE
-    if not run_dir.is_dir():
-        raise CheckpointError(f"{run_dir}: no such run directory")
-    if not cfg_path.exists():
-        raise CheckpointError(f"{cfg_path}: missing; {run_dir} is not an alpharl run directory")
-    saved = TrainConfig.from_toml(cfg_path)
-    return saved.with_overrides(**{k: getattr(given, k) for k in RESUME_OVERRIDABLE}, run_dir=str(run_dir))
+def _load_resumed(trainer: IntegratedTrainer, run_dir: Path, config: TrainConfig) -> int:
+    """Load the run's checkpoint into ``trainer``; the step it was written at."""
+    path = run_dir / CHECKPOINT_FILE
+    arrays, meta = load_checkpoint(path)
+    if int(meta.get("obs_dim", -1)) != trainer.obs_dim or int(meta.get("b", -1)) != config.b:
+        raise CheckpointError(f"{path}: checkpoint is for b={meta.get('b')}, "
+                              f"obs_dim={meta.get('obs_dim')}; this run has b={config.b}, obs_dim={trainer.obs_dim}")
+    try:
+        trainer.load_state_dict(arrays)
+    except (KeyError, ValueError) as exc:
+        raise CheckpointError(f"{path}: incompatible checkpoint ({exc})") from None
+    return int(meta["step"])
 
 
 class _StopFlag:
@@ -81,8 +68,6 @@ class _StopFlag:
         self._old = {}
 
     def __enter__(self):
-        import threading
-
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._set)
@@ -118,8 +103,6 @@ class _NullDashboard:
 
 def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> dict:
     """Run (or resume) training; returns the summary (also written to summary.json)."""
-    from alpharl.trainer import IntegratedTrainer, METRICS
-
     dash = dashboard if dashboard is not None else _NullDashboard()
     if resume:
         run_dir = Path(resume)
@@ -131,18 +114,10 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     trainer = IntegratedTrainer(config, market)
     start_step = 0
     if resume:
-        arrays, meta = load_checkpoint(run_dir / CHECKPOINT_FILE)
-        if int(meta.get("obs_dim", -1)) != trainer.obs_dim or int(meta.get("b", -1)) != config.b:
-            raise CheckpointError(f"{run_dir / CHECKPOINT_FILE}: checkpoint is for b={meta.get('b')}, "
-                                  f"obs_dim={meta.get('obs_dim')}; this run has b={config.b}, obs_dim={trainer.obs_dim}")
-        try:
-            trainer.load_state_dict(arrays)
-        except (KeyError, ValueError) as exc:
-            raise CheckpointError(f"{run_dir / CHECKPOINT_FILE}: incompatible checkpoint ({exc})") from None
-        start_step = int(meta["step"])
+        start_step = _load_resumed(trainer, run_dir, config)
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(run_dir / CONFIG_FILE, config.to_toml())
+    write_config(run_dir, config)
 
     writer = DiagnosticsWriter(run_dir, list(METRICS), append=bool(resume), keep_until_step=start_step)
 
@@ -193,11 +168,11 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
             "steps_per_s": (step - start_step) / wall if wall > 0 else float("nan"),
             "losses": {s.name: float(last_isv[s.index]) for s in S.SLOTS if s.group == "losses"},
             "metrics": {k: (None if v != v else v) for k, v in metrics.items()},
-            "loss_q_vs_uniform": float(last_isv[S.RL_LOSS_Q]) - float(np.log(21.0)),
+            "loss_q_vs_uniform": float(last_isv[S.RL_LOSS_Q]) - LN_N_ATOMS,
         }
-        _write_atomic(run_dir / SUMMARY_FILE, json.dumps(summary, indent=1))
+        write_summary(run_dir, summary)
         dash.finish(summary)
     return summary
 
 
-__all__ = ["train", "load_market", "ConfigError", "CheckpointError"]
+__all__ = ["train", "load_market", "check_backend", "ConfigError", "CheckpointError"]

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from alpharl import target
 from alpharl.cli.errors import UserError, user_errors
 
 
@@ -18,10 +19,9 @@ def bench(
 ) -> None:
     """Benchmark the training step: µs/step (graph, eager), env-steps/s, sim and learning alone, memory, floor."""
     with user_errors():
-        from alpharl import target
-
         if target.active() != target.GPU:
             raise UserError("bench needs a GPU (numba runs the CUDA simulator here); run it on a GPU machine")
+        # Here, not at the top: alpharl.bench loads the trainer, numba and the kernels (start-up of the CLI).
         from alpharl.bench import DEFAULT_BS, format_table, run_bench
 
         bs = b or list(DEFAULT_BS)

@@ -8,6 +8,10 @@ from typing import Annotated
 import typer
 
 from alpharl.cli.errors import UserError, fail
+from alpharl.lobster.errors import LobsterFormatError
+from alpharl.lobster.load import load_lobster
+from alpharl.lobster.sample import load_embedded
+from alpharl.lobster.stats import describe
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -29,11 +33,6 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON for scripts.")] = False,
 ) -> None:
     """Events, levels, time span, tick size, spread and depth statistics, event-type counts."""
-    from alpharl.lobster.errors import LobsterFormatError
-    from alpharl.lobster.load import load_lobster
-    from alpharl.lobster.sample import load_embedded
-    from alpharl.lobster.stats import describe
-
     cache = not no_cache
     try:
         md = load_embedded(levels, cache=cache) if path is None else load_lobster(path, levels, cache=cache)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from alpharl import report
 from alpharl.cli.errors import UserError, user_errors
 
 
@@ -21,8 +22,6 @@ def diag(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary (and comparison) as JSON for scripts.")] = False,
 ) -> None:
     """Summarise a run's diagnostics (first, last, min, max, trend per slot), chart slots, compare two runs."""
-    from alpharl import report
-
     with user_errors():
         if width < 8 or height < 1:
             raise UserError(f"--width {width} / --height {height}: need width >= 8 and height >= 1")
@@ -48,8 +47,6 @@ def diag(
 
 def _selection(runs, slots: str | None) -> list[str]:
     """The selected columns of the first run, then any the second run adds."""
-    from alpharl import report
-
     names = report.select_columns(runs[0], slots)
     for extra in runs[1:]:
         try:
@@ -61,8 +58,6 @@ def _selection(runs, slots: str | None) -> list[str]:
 
 
 def _png(runs, names, out: Path, limit: bool) -> None:
-    from alpharl import report
-
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -1,7 +1,15 @@
 """Bad input ends in one line naming what is wrong and exit code 2, never a traceback."""
 from __future__ import annotations
 
+import errno
 import sys
+
+from alpharl.checkpoint import CheckpointError
+from alpharl.config import ConfigError
+from alpharl.evaluate import EvalError
+from alpharl.lobster.errors import LobsterFormatError
+from alpharl.report import ReportError
+from alpharl.rundir import RunDirError
 
 EXIT_BAD_INPUT = 2
 
@@ -33,9 +41,7 @@ def describe_os_error(exc: OSError) -> str | None:
     rename it (checkpoints, summaries), so a disk that fills up mid-write
     leaves every earlier file whole; the message says so.
     """
-    import errno as errno_mod
-
-    name = errno_mod.errorcode.get(exc.errno or 0, "")
+    name = errno.errorcode.get(exc.errno or 0, "")
     where = exc.filename if exc.filename is not None else "run directory"
     reason = exc.strerror or str(exc)
     if name in _DISK_FULL:
@@ -45,11 +51,15 @@ def describe_os_error(exc: OSError) -> str | None:
     return None
 
 
+#: Exceptions whose message is the whole story: printed as one line, exit 2.
+ONE_LINE_ERRORS = (UserError, ConfigError, RunDirError, LobsterFormatError, CheckpointError, ReportError, EvalError)
+
+
 class user_errors:
     """Context manager: turn bad-input exceptions into ``alpharl: error: <one line>`` and exit 2.
 
     Maps ``UserError`` and the one-line error types of the package
-    (``ConfigError``, ``LobsterFormatError``, ``CheckpointError``,
+    (``ConfigError``, ``RunDirError``, ``LobsterFormatError``, ``CheckpointError``,
     ``ReportError``, ``EvalError``) and disk/path ``OSError``s; anything else propagates
     (a bug should show its traceback).
     """
@@ -60,13 +70,7 @@ class user_errors:
     def __exit__(self, exc_type, exc, tb):
         if exc is None:
             return False
-        from alpharl.checkpoint import CheckpointError
-        from alpharl.config import ConfigError
-        from alpharl.evaluate import EvalError
-        from alpharl.lobster.errors import LobsterFormatError
-        from alpharl.report import ReportError
-
-        if isinstance(exc, (UserError, ConfigError, LobsterFormatError, CheckpointError, ReportError, EvalError)):
+        if isinstance(exc, ONE_LINE_ERRORS):
             fail(" ".join(str(exc).split()))
         if isinstance(exc, OSError):
             line = describe_os_error(exc)

@@ -7,8 +7,14 @@ from typing import Annotated
 
 import typer
 
+from alpharl import evaluate as E
+from alpharl import target
+from alpharl.checkpoint import load_checkpoint
 from alpharl.cli.errors import UserError, user_errors
+from alpharl.config import TrainConfig
 from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, POLICIES
+from alpharl.report import fmt
+from alpharl.rundir import CHECKPOINT_FILE, CONFIG_FILE
 
 #: Backends of the evaluation's simulator: the NumPy reference, or the kernels (GPU or CUDA simulator).
 EVAL_BACKENDS = ("numpy", "cuda", "sim")
@@ -30,17 +36,11 @@ def eval_(
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON for scripts.")] = False,
 ) -> None:
     """Evaluate a trained policy on a held-out window: PnL, Sharpe, drawdown, trades, win rate, beside baselines."""
-    from alpharl import evaluate as E
-    from alpharl.checkpoint import load_checkpoint
-    from alpharl.config import TrainConfig
-
     with user_errors():
         if policy is not None and policy not in ALL:
             raise UserError(f"--policy {policy!r}: expected one of {', '.join(ALL)}")
         if backend not in EVAL_BACKENDS:
             raise UserError(f"--backend {backend!r}: expected one of {', '.join(EVAL_BACKENDS)}")
-        from alpharl import target
-
         if backend == "cuda" and target.on_simulator():
             raise UserError("--backend cuda: no GPU here (numba runs the CUDA simulator); use --backend numpy or sim")
         names = [policy] if policy else list(ALL) if run is not None else list(BASELINES)
@@ -48,11 +48,11 @@ def eval_(
         if run is not None:
             if not run.is_dir():
                 raise UserError(f"{run}: no such run directory")
-            if not (run / "config.toml").is_file():
-                raise UserError(f"{run}: no config.toml there (not a run directory?)")
-            config = TrainConfig.from_toml(run / "config.toml")
+            if not (run / CONFIG_FILE).is_file():
+                raise UserError(f"{run}: no {CONFIG_FILE} there (not a run directory?)")
+            config = TrainConfig.from_toml(run / CONFIG_FILE)
             if any(n in POLICIES for n in names):
-                arrays, _ = load_checkpoint(run)
+                arrays, _ = load_checkpoint(run / CHECKPOINT_FILE)
                 params = E.checkpoint_params(arrays)
         elif policy in POLICIES:
             raise UserError(f"--policy {policy}: needs RUN, a trained run directory")
@@ -83,8 +83,6 @@ def eval_(
 def _print_table(out: dict) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    from alpharl.report import fmt
 
     w = out["window"]
     where = "synthetic market" if w is None else f"rows {w['first_row']:,}..{w['stop_row']:,}" + (

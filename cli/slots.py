@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from alpharl import isv
+from alpharl.cli.errors import UserError
 
 
 def slots(
@@ -16,8 +17,6 @@ def slots(
     """Print the ISV slot map: index, name, group, bootstrap, unit, range, description."""
     chosen = isv.slots_matching(group) if group else list(isv.SLOTS)
     if group and not chosen:
-        from alpharl.cli.errors import UserError
-
         raise UserError(f"--group {group!r}: no slot or group matches (groups: {', '.join(isv.GROUPS)})")
     if as_json:
         rows = [{"index": s.index, "name": s.name, "group": s.group, "bootstrap": s.bootstrap, "unit": s.unit,

@@ -1,10 +1,8 @@
 """``alpharl train``: train the agent; live dashboard, run directory, clean stop on Ctrl-C.
 
-Options resolve in three layers: ``TrainConfig``'s defaults, then the
-``--config FILE.toml`` file (or, with ``--resume RUN`` and no ``--config``,
-the resumed run's own ``config.toml``), then the options given on the command
-line. Every option's Typer default is None, meaning "not given", so only what
-was typed overrides the file.
+Every option's Typer default is None, meaning "not given", so only what was
+typed overrides the config file; how the layers merge, and what a resumed run
+may change, is alpharl.rundir's (``resolve_config``, ``check_paths``).
 """
 from __future__ import annotations
 
@@ -13,15 +11,13 @@ from typing import Annotated
 
 import typer
 
-from alpharl.checkpoint import CHECKPOINT_FILE
-from alpharl.cli.errors import UserError, user_errors
+from alpharl import rundir
+from alpharl.cli.errors import user_errors
 from alpharl.config import BACKENDS, TrainConfig
-from alpharl.diag import DIAG_FILE
+from alpharl.dashboard import Dashboard
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
-#: The resolved config every run directory holds.
-CONFIG_FILE = "config.toml"
 
 _D = TrainConfig()
 
@@ -48,15 +44,19 @@ def train(
 ) -> None:
     """Train the agent: B backtests side by side, one run directory of config, diagnostics, checkpoints, summary."""
     with user_errors():
-        cfg = resolve_config(
+        cfg = rundir.resolve_config(
             config_file=config, resume=resume,
             overrides=dict(steps=steps, b=b, data=None if data is None else str(data), synthetic=synthetic, seed=seed,
                            run_dir=None if run_dir is None else str(run_dir), diag_every=diag_every,
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale))
-        check_paths(cfg, resume)
-        check_backend(cfg)
-        summary = _run(cfg, resume, quiet)
+        rundir.check_paths(cfg, resume)
+        # Here, not at the top: alpharl.run loads the trainer, numba and the kernels, which
+        # `alpharl --help` and the other commands do without.
+        from alpharl import run
+
+        run.check_backend(cfg)
+        summary = _run(run, cfg, resume, quiet)
     if summary.get("interrupted"):
         where = summary.get("run_dir", cfg.run_dir)
         at = summary.get("step", summary.get("steps", "?"))
@@ -67,80 +67,11 @@ def train(
         typer.echo(f"view the run: alpharl diag {summary['run_dir']}")
 
 
-def resolve_config(config_file: Path | None, resume: Path | None, overrides: dict) -> TrainConfig:
-    """Defaults <- config file (or the resumed run's config.toml) <- command-line options; validated."""
-    if resume is not None:
-        check_resume_dir(Path(resume))
-    if config_file is not None:
-        base = TrainConfig.from_toml(config_file)
-    elif resume is not None and (Path(resume) / CONFIG_FILE).is_file():
-        base = TrainConfig.from_toml(Path(resume) / CONFIG_FILE)
-    else:
-        base = TrainConfig()
-    if resume is not None and config_file is None:
-        _check_resume_overrides(base, overrides)
-    cfg = base.with_overrides(**overrides)
-    if resume is not None and overrides.get("run_dir") is None:
-        cfg = cfg.with_overrides(run_dir=str(resume))
-    if cfg.synthetic and cfg.data is not None:
-        raise UserError(f"--data {cfg.data} and --synthetic exclude each other (synthetic needs no data file)")
-    return cfg.validate()
-
-
-def _check_resume_overrides(saved: TrainConfig, overrides: dict) -> None:
-    """A resumed run keeps its config but for a few options; refuse a change of any other."""
-    from alpharl.run import RESUME_OVERRIDABLE
-
-    for name, value in overrides.items():
-        if value is None or name in RESUME_OVERRIDABLE or name == "run_dir":
-            continue
-        if value != getattr(saved, name):
-            flag = "--" + name.replace("_", "-")
-            raise UserError(f"{flag} {value}: a resumed run keeps its {name} = {getattr(saved, name)!r} "
-                            f"(may change: {', '.join('--' + k.replace('_', '-') for k in RESUME_OVERRIDABLE)})")
-
-
-def check_backend(cfg: TrainConfig) -> None:
-    """The backend must exist on this machine (cuda needs a GPU; sim needs numba's simulator)."""
-    from alpharl.trainer import resolve_backend
-
-    try:
-        resolve_backend(cfg.backend)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-
-
-def check_resume_dir(resume: Path) -> None:
-    if not resume.exists():
-        raise UserError(f"--resume {resume}: no such run directory")
-    if not resume.is_dir():
-        raise UserError(f"--resume {resume}: not a run directory")
-    if not (resume / CHECKPOINT_FILE).is_file():
-        raise UserError(f"--resume {resume}: no {CHECKPOINT_FILE} there (nothing to continue from)")
-
-
-def check_paths(cfg: TrainConfig, resume: Path | None) -> None:
-    """Fail early, in one line, on paths that cannot work; never overwrite an earlier run."""
-    if cfg.data is not None and not Path(cfg.data).exists():
-        raise UserError(f"--data {cfg.data}: no such file or directory")
-    if resume is not None:
-        check_resume_dir(Path(resume))
-    elif cfg.run_dir is not None:
-        rd = Path(cfg.run_dir)
-        if rd.exists() and not rd.is_dir():
-            raise UserError(f"--run-dir {rd}: exists and is not a directory")
-        if any((rd / f).exists() for f in (DIAG_FILE, CHECKPOINT_FILE)):
-            raise UserError(f"--run-dir {rd}: already holds a run; continue it with --resume {rd} or choose another directory")
-
-
-def _run(cfg: TrainConfig, resume: Path | None, quiet: bool) -> dict:
-    """Hand the config and a dashboard to the trainer (which enters the dashboard, updates and finishes it)."""
-    from alpharl.dashboard import Dashboard
-    from alpharl.run import train as run_train
-
+def _run(run, cfg: TrainConfig, resume: Path | None, quiet: bool) -> dict:
+    """Hand the config and a dashboard to ``run.train`` (which enters the dashboard, updates and finishes it)."""
     with Dashboard(total_steps=cfg.steps, b=cfg.b, quiet=quiet) as dash:
         try:
-            summary = run_train(cfg, resume=None if resume is None else str(resume), dashboard=dash)
+            summary = run.train(cfg, resume=None if resume is None else str(resume), dashboard=dash)
         except KeyboardInterrupt:
             # The trainer saves on SIGINT itself; a Ctrl-C outside its loop (loading) lands here.
             return {"interrupted": True, "step": dash.step, "run_dir": cfg.run_dir or dash.run_dir}

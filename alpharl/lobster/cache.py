@@ -11,20 +11,20 @@ tens of ms for the largest sample), so an unchanged source is recognised
 whatever its mtime and any change of content forces a rebuild. It also
 records a sha256 of its own arrays and metadata, written after validation: a
 cache whose key, layout or digest does not check out is ignored and rewritten,
-never trusted. Writes go to a temporary file renamed into place, so a reader
-never sees a half-written cache.
+never trusted. Writes are atomic (alpharl.atomic), so a reader never sees a
+half-written cache.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from alpharl.atomic import atomic_writer
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL
 from alpharl.lobster.market import FIELD_DTYPES, MarketData
 
@@ -33,8 +33,6 @@ FORMAT_VERSION = 1
 SUFFIX = ".arrow.cache"
 _META = b"alpharl.lobster"
 _HASH_CHUNK = 1 << 22
-# mkstemp creates owner-only files; a cache beside shared data should be readable like the data.
-_FILE_MODE = 0o644
 _COLUMNS = tuple(name for name in FIELD_DTYPES if name != "book")
 
 
@@ -109,18 +107,11 @@ def write(md: MarketData, key: dict, primary: Path, cache_dir: Path | None = Non
     for path in locations(primary, cache_dir):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            os.close(fd)
-            os.chmod(tmp, _FILE_MODE)
-        except OSError:
-            continue
-        try:
-            with pa.OSFile(tmp, "wb") as fh, pa.ipc.new_file(fh, schema) as writer:
+            with atomic_writer(path) as fh, pa.ipc.new_file(fh, schema) as writer:
                 writer.write_table(table)
-            os.replace(tmp, path)
             return path
-        except OSError:
-            Path(tmp).unlink(missing_ok=True)
+        except OSError:   # not writable (or full) here: try the next location
+            continue
     return None
 
 

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from alpharl import isv as S
-from alpharl.checkpoint import CHECKPOINT_FILE, save_checkpoint
+from alpharl.checkpoint import save_checkpoint
 from alpharl.diag import DiagnosticsWriter
+from alpharl.lobster.load import load_lobster
+from alpharl.rundir import CHECKPOINT_FILE
 
 METRICS = ["losses/q", "losses/pi", "pnl/mean", "pnl/total", "trades/count", "trades/win_rate"]
 
@@ -52,8 +54,6 @@ class FakeTrainer:
         if self.raise_exc is not None:
             raise self.raise_exc
         if config.data is not None:
-            from alpharl.lobster.load import load_lobster
-
             load_lobster(config.data, cache=False)   # the real loader: its errors are what train must report
         run_dir = Path(config.run_dir)
         with dashboard:           # as the real trainer: enters, updates and finishes the dashboard

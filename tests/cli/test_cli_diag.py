@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from alpharl import isv as S
 from alpharl.cli.app import app
-from alpharl.diag import DIAG_FILE
+from alpharl.rundir import DIAG_FILE
 from cli_helpers import make_run
 
 runner = CliRunner()

@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 
 from alpharl.checkpoint import CheckpointError
 from alpharl.cli.app import app
-from alpharl.diag import DIAG_FILE, DiagnosticsWriter, read_diagnostics
+from alpharl.diag import DiagnosticsWriter, read_diagnostics
+from alpharl.rundir import DIAG_FILE
 from cli_helpers import assert_one_line_error, make_run
 
 runner = CliRunner()

@@ -6,10 +6,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from alpharl.checkpoint import CHECKPOINT_FILE, save_checkpoint
+from alpharl.checkpoint import save_checkpoint
 from alpharl.cli.app import app
 from alpharl.evaluate import ALL, BASELINES, trade_stats
 from alpharl.nets import NetLayout
+from alpharl.rundir import CHECKPOINT_FILE
 from alpharl.sim import layout as L
 from cli_helpers import assert_one_line_error
 

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from alpharl import isv as S
-from alpharl.diag import DIAG_FILE, SCHEMA_DOC, read_diagnostics, write_parquet_snapshot
+from alpharl.diag import SCHEMA_DOC, read_diagnostics, write_parquet_snapshot
+from alpharl.rundir import DIAG_FILE
 from cli_helpers import METRICS, make_run
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from alpharl import isv as S
-from alpharl.diag import DIAG_FILE, DiagnosticsWriter, complete_length, read_diagnostics
+from alpharl.diag import DiagnosticsWriter, complete_length, read_diagnostics
+from alpharl.rundir import DIAG_FILE
 
 METRICS = ["losses/q", "pnl/mean"]
 

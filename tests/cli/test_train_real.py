@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 pytest.importorskip("alpharl.run", reason="the training entry point alpharl.run is not in this tree yet")
 
-from alpharl.checkpoint import CHECKPOINT_FILE, load_checkpoint  # noqa: E402
+from alpharl.checkpoint import load_checkpoint  # noqa: E402
 from alpharl.cli.app import app  # noqa: E402
-from alpharl.diag import DIAG_FILE, read_diagnostics  # noqa: E402
+from alpharl.diag import read_diagnostics  # noqa: E402
+from alpharl.rundir import CHECKPOINT_FILE, DIAG_FILE  # noqa: E402
 from cli_helpers import assert_one_line_error  # noqa: E402
 
 runner = CliRunner()

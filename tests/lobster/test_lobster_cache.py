@@ -9,6 +9,7 @@ import alpharl.lobster.load as load_module
 from alpharl.lobster import cache as lobster_cache
 from alpharl.lobster.errors import LobsterFormatError
 from alpharl.lobster.load import load_lobster
+from alpharl.lobster.sample import embedded_sample_path
 from alpharl.lobster.market import FIELD_DTYPES
 from alpharl.lobster.sample import embedded_sample_path
 
