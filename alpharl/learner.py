@@ -47,14 +47,21 @@ does not matter: one Adam launch updates all six.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from types import SimpleNamespace
-
 import numpy as np
+from numba import cuda
 
+from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
+from alpharl.cuda_kernels.controllers import v_blend as VB
+from alpharl.cuda_kernels.nets import adam as KA
+from alpharl.cuda_kernels.nets import gemm as G
+from alpharl.cuda_kernels.nets import heads as KH
+from alpharl.cuda_kernels.nets import losses as KL
+from alpharl.cuda_kernels.nets import narrow as KN
+from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
+from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, argmax_expected_q_grid
 from alpharl.graph import Branches
-from alpharl.nets import Launcher, Nets, _cdiv, dw_partial_size
-from alpharl.sizes import N_ACTIONS, N_ATOMS
+from alpharl.nets import Launcher, Nets, dw_partial_size
+from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
 
 
 #: The update's side branches (``Branches`` indices): the narrow layers' weight gather, the target
@@ -62,34 +69,6 @@ from alpharl.sizes import N_ACTIONS, N_ATOMS
 #: stream's [dW; db], the narrow layers' [dW; db], the encoder's layer-2 [dW; db] + loss means.
 NARROW_W, TARGET, Q_FORWARD, ENV_ROWS, Q_DW, NARROW_DW, ENC_DW = range(7)
 N_BRANCHES = 7
-
-
-@dataclass
-class EnvBatch:
-    """The current env step, device arrays (float32 unless said): obs_t [B, obs_dim], actions int32 [B],
-    logp_old [B], reward [B], done [B] (0/1), obs_tp1 [B, obs_dim], label_up [B] (0/1), label_ret [B]."""
-
-    obs_t: object
-    actions: object
-    logp_old: object
-    reward: object
-    done: object
-    obs_tp1: object
-    label_up: object
-    label_ret: object
-
-
-@dataclass
-class ReplayBatch:
-    """A prioritized-replay minibatch, device arrays: obs_s [M, obs_dim], actions int32 [M], reward [M],
-    done [M], obs_sp [M, obs_dim] (s'), is_weight [M] (importance weights)."""
-
-    obs_s: object
-    actions: object
-    reward: object
-    done: object
-    obs_sp: object
-    is_weight: object
 
 
 def _flat(a):
@@ -105,8 +84,6 @@ class Learner:
     """
 
     def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0):
-        from numba import cuda
-
         self.nets = nets
         self.max_b, self.max_m = int(max_b), int(max_m)
         self.stream = stream
@@ -133,10 +110,8 @@ class Learner:
         self.a_star = buf(self.max_m, np.int32)
         self.d_adv, self.d_val, self.td = buf(self.max_m * nq), buf(self.max_m * N_ATOMS), buf(self.max_m)
         self.loss_stride = max(self.max_b, self.max_m)
-        from alpharl.cuda_kernels.nets import losses as KL
-
         self.losses = buf(KL.N_LOSSES * self.loss_stride)
-        self.v_used, self.v_used_tp1 = buf(self.max_b), buf(self.max_b)
+        self.v_used, self.v_used_next = buf(self.max_b), buf(self.max_b)
         self.advantage, self.ret = buf(self.max_b), buf(self.max_b)
         self.d_pi = buf(self.max_b * N_ACTIONS)
         self.entropy, self.kl, self.ratio = buf(self.max_b), buf(self.max_b), buf(self.max_b)
@@ -147,49 +122,33 @@ class Learner:
         self.partial_q = buf(dw_partial_size(self.max_m, h, nq))
         self.partial_e2 = buf(dw_partial_size(grows, h, h))
         self.partial = buf(dw_partial_size(grows, d, h))
-        from alpharl.cuda_kernels.nets import narrow as KN
-
         self.narrow_partial = buf(KN.dw_partial_size(max(self.max_b, self.max_m), h))
         self.narrow_offsets = cuda.to_device(KN.layer_offsets(lay))
         self.w_narrow, self.y_narrow = buf((h + 1) * KN.N_COLS), buf(rows * KN.N_COLS)
         self._outputs: dict = {}
 
     # -------------------------------------------------------------- outputs
-    def outputs(self, b: int, m: int) -> SimpleNamespace:
-        """Views of the last update's outputs for batch sizes (b, m).
-
-        q_priority [m] (per-sample C51 CE, the new PER priorities), td [m],
-        a_star int32 [m], entropy / kl / ratio / advantage / ret / v_used /
-        v_used_tp1 / v_scalar / v_dq [b], pi_logits [b, N_ACTIONS].
-        """
+    def outputs(self, b: int, m: int) -> LearnerOutputs:
+        """Views of the last update's outputs for batch sizes (b, m) (fields: ``LearnerOutputs``)."""
         key = (b, m)
         if key not in self._outputs:
             o_tp1 = b + 2 * m
-            self._outputs[key] = SimpleNamespace(
+            self._outputs[key] = LearnerOutputs(
                 q_priority=self.losses[:m], td=self.td[:m], a_star=self.a_star[:m],
                 entropy=self.entropy[:b], kl=self.kl[:b], ratio=self.ratio[:b],
                 advantage=self.advantage[:b], ret=self.ret[:b], v_used=self.v_used[:b],
-                v_used_tp1=self.v_used_tp1[:b], v_scalar=self.v_out[:b], v_dq=self.v_dq[:b],
-                v_scalar_tp1=self.v_out[o_tp1:o_tp1 + b], v_dq_tp1=self.v_dq[o_tp1:o_tp1 + b],
+                v_used_next=self.v_used_next[:b], v_scalar=self.v_out[:b], v_dq=self.v_dq[:b],
+                v_scalar_next=self.v_out[o_tp1:o_tp1 + b], v_dq_next=self.v_dq[o_tp1:o_tp1 + b],
                 pi_logits=self.pi_logits[:b * N_ACTIONS].reshape(b, N_ACTIONS))
         return self._outputs[key]
 
     # --------------------------------------------------------------- update
-    def update(self, env: EnvBatch, rep: ReplayBatch, isv, gate) -> SimpleNamespace:
+    def update(self, env: EnvBatch, rep: ReplayBatch, isv, gate) -> LearnerOutputs:
         """Launch one whole learning update (see the module docstring); returns ``outputs(B, M)``."""
-        from alpharl.cuda_kernels.controllers import v_blend as VB
-        from alpharl.cuda_kernels.nets import adam as KA
-        from alpharl.cuda_kernels.nets import gemm as G
-        from alpharl.cuda_kernels.nets import heads as KH
-        from alpharl.cuda_kernels.nets import losses as KL
-        from alpharl.cuda_kernels.nets import narrow as KN
-        from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
-        from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, argmax_expected_q_grid
-
         nets, lay, ln, st = self.nets, self.nets.layout, self.launch, self.stream
         L = lay.layers
         p, tg, gr = nets.params, nets.target, nets.grads
-        b, m = env.actions.shape[0], rep.actions.shape[0]
+        b, m = env.action.shape[0], rep.action.shape[0]
         if not (1 <= b <= self.max_b and 1 <= m <= self.max_m):
             raise ValueError(f"batch B={b}, M={m} outside this learner's 1..{self.max_b}, 1..{self.max_m}")
         d, h = lay.obs_dim, lay.hidden
@@ -198,14 +157,14 @@ class Learner:
         o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
         i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
-        eb = lambda n: (_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
+        eb = lambda n: (cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
         hv = lambda buf, r0, r1: buf[r0 * h:r1 * h]  # noqa: E731  (rows [r0, r1) of a [*, hidden] buffer)
         offs = self.narrow_offsets
 
         br, sl = self.branches, self.side_launch
         # 1-2. forward at the current parameters; the target net's forward on its own branch
-        KH.rl_stack_obs[eb(rows * d)](gate, _flat(env.obs_t), _flat(rep.obs_s), _flat(rep.obs_sp),
-                                      _flat(env.obs_tp1), i32(b), i32(m), i32(d), self.x0)
+        KH.rl_stack_obs[eb(rows * d)](gate, _flat(env.obs), _flat(rep.obs), _flat(rep.obs_next),
+                                      _flat(env.obs_next), i32(b), i32(m), i32(d), self.x0)
         br.fork(NARROW_W)
         sl[NARROW_W].narrow_gather_w(gate, p, offs, self.w_narrow)
         br.fork(TARGET)
@@ -228,10 +187,10 @@ class Learner:
         s = self.loss_stride
         pst = br.fork(ENV_ROWS)
         VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, pst](self.v_out[:b], self.v_dq[:b], i32(b), isv, gate)
-        rl_env_rows[_cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, pst](
+        rl_env_rows[cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, pst](
             gate, self.v_out[:b], self.v_dq[:b], self.v_out[o_tp1:o_tp1 + b], self.v_dq[o_tp1:o_tp1 + b],
-            env.reward, env.done, self.pi_logits, env.actions, env.logp_old, self.bce_out, env.label_up,
-            self.aux_out, env.label_ret, i32(b), isv, i32(s), self.v_used, self.v_used_tp1, self.advantage, self.ret,
+            env.reward, env.done, self.pi_logits, env.action, env.logp_old, self.bce_out, env.label_up,
+            self.aux_out, env.label_ret, i32(b), isv, i32(s), self.v_used, self.v_used_next, self.advantage, self.ret,
             self.d_pi, self.entropy, self.kl, self.ratio, self.dv, self.dbce, self.daux, self.losses)
 
         # 4. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
@@ -239,7 +198,7 @@ class Learner:
             gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), self.a_star)
         br.join(TARGET)
         KL.rl_c51_loss[(*KL.c51_grid(m), st)](
-            gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.actions, self.t_adv, self.t_val,
+            gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.action, self.t_adv, self.t_val,
             self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val, self.losses[:m],
             self.td)
         h_s = hv(self.h, o_s, o_sp)
@@ -254,7 +213,7 @@ class Learner:
         KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.DW_THREADS, wst](
             gate, self.h, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
             i32(chunk_rows), self.narrow_partial)
-        KN.rl_narrow_dw_reduce[_cdiv((h + 1) * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, wst](
+        KN.rl_narrow_dw_reduce[cdiv((h + 1) * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, wst](
             gate, self.narrow_partial, offs, i32(n_chunks), i32(h), gr)
         KN.rl_narrow_backward_dx[KN.dx_grid(grows, h), KN.NARROW_BLOCK, st](
             gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
@@ -285,8 +244,6 @@ class Learner:
         Three launches (encoder, pi head) into this learner's scratch rows; the
         next update overwrites them, so sample the action before it runs.
         """
-        from alpharl.cuda_kernels.nets import gemm as G
-
         b = obs.shape[0]
         if not 1 <= b <= self.max_b:
             raise ValueError(f"batch B={b} outside this learner's 1..{self.max_b}")
@@ -298,9 +255,6 @@ class Learner:
 
     def soft_update(self, isv) -> None:
         """theta_target <- tau theta + (1 - tau) theta_target over encoder + Q (once per env step, not gated)."""
-        from alpharl.cuda_kernels.nets import adam as KA
-        from alpharl.cuda_kernels.nets import gemm as G
-
         n = self.nets.layout.n_target
-        KA.rl_soft_update[_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, self.stream](
+        KA.rl_soft_update[cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, self.stream](
             self.nets.target, self.nets.params, np.int32(n), isv)

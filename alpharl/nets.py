@@ -35,9 +35,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import cuda
 
 from alpharl import isv as S
-from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS
+from alpharl.cuda_kernels.nets import adam as KA
+from alpharl.cuda_kernels.nets import gemm as G
+from alpharl.cuda_kernels.nets import narrow as KN
+from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS, cdiv
 
 #: Modules in ISV slot order (module index k <-> RL_LR_Q + k, RL_OBS_Q_GRAD_NORM + k, ...).
 MODULES = ("q", "pi", "v", "bce", "aux", "enc")
@@ -122,17 +126,15 @@ class NetLayout:
 
     def module_table(self) -> np.ndarray:
         """int32 [N_MODULES * TABLE_COLS]: offset, size, n_w, lr slot, obs slot, nan slot per module."""
-        from alpharl.cuda_kernels.nets import adam as K
-
-        t = np.zeros((len(MODULES), K.TABLE_COLS), np.int32)
+        t = np.zeros((len(MODULES), KA.TABLE_COLS), np.int32)
         for k, mod in enumerate(MODULES):
             sl = self.module_slice[mod]
-            t[k, K.COL_OFFSET] = sl.start
-            t[k, K.COL_SIZE] = sl.stop - sl.start
-            t[k, K.COL_N_W] = self.n_w[mod]
-            t[k, K.COL_LR_SLOT] = S.RL_LR_Q + k
-            t[k, K.COL_OBS_SLOT] = S.RL_OBS_Q_GRAD_NORM + k
-            t[k, K.COL_NAN_SLOT] = S.RL_NAN_SKIPS_Q + k
+            t[k, KA.COL_OFFSET] = sl.start
+            t[k, KA.COL_SIZE] = sl.stop - sl.start
+            t[k, KA.COL_N_W] = self.n_w[mod]
+            t[k, KA.COL_LR_SLOT] = S.RL_LR_Q + k
+            t[k, KA.COL_OBS_SLOT] = S.RL_OBS_Q_GRAD_NORM + k
+            t[k, KA.COL_NAN_SLOT] = S.RL_NAN_SKIPS_Q + k
         return t.reshape(-1)
 
     def init_params(self, seed: int) -> np.ndarray:
@@ -154,8 +156,6 @@ class Nets:
     """
 
     def __init__(self, obs_dim: int, seed: int = 0, hidden: int = HIDDEN):
-        from numba import cuda
-
         self.layout = NetLayout(obs_dim, hidden)
         self.seed = int(seed)
         p0 = self.layout.init_params(self.seed)
@@ -165,18 +165,13 @@ class Nets:
         self.adam_m = cuda.to_device(np.zeros(n, np.float32))
         self.adam_v = cuda.to_device(np.zeros(n, np.float32))
         self.target = cuda.to_device(p0[: self.layout.n_target].copy())
-        from alpharl.cuda_kernels.nets import adam as K
-
-        self.adam_state = cuda.to_device(np.zeros(len(MODULES) * K.STATE_COLS, np.int32))
+        self.adam_state = cuda.to_device(np.zeros(len(MODULES) * KA.STATE_COLS, np.int32))
         self.table = cuda.to_device(self.layout.module_table())
 
     # ------------------------------------------------------------ views
     def view(self, buf, layer: str, part: str = "block"):
         """A device view of one layer's W, b or whole block in ``buf`` (params, grads, target...)."""
         return buf[getattr(self.layout.layers[layer], part)]
-
-    def params_of(self, module: str):
-        return self.params[self.layout.module_slice[module]]
 
     def grads_of(self, module: str):
         return self.grads[self.layout.module_slice[module]]
@@ -202,29 +197,19 @@ class Nets:
                 raise ValueError(f"checkpoint {name} has shape {src.shape}, expected {dst.shape}")
             dst.copy_to_device(src)
 
-    def hard_update_target(self) -> None:
-        """target <- online (encoder + Q), on the device."""
-        self.target.copy_to_device(self.params[: self.layout.n_target])
-
 
 # ===================================================== launch helpers (host)
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def dw_split(rows: int, k_in: int, n_out: int) -> tuple[int, int, tuple]:
     """(n_splits, rows per split, tile shape) of a dW product over `rows` batch rows.
 
     Enough splits for about DW_TARGET_BLOCKS blocks of the product's tile shape, each
     split at least DW_SPLIT_MIN_ROWS rows and a whole number of the shape's K slices."""
-    from alpharl.cuda_kernels.nets import gemm as G
-
-    shape = G.gemm_shape(k_in, n_out, _cdiv(rows, DW_SPLIT_MIN_ROWS))
+    shape = G.gemm_shape(k_in, n_out, cdiv(rows, DW_SPLIT_MIN_ROWS))
     tm, tn = G.tile_of(shape[0], shape[1])
-    tiles = _cdiv(k_in, tm) * _cdiv(n_out, tn)
-    want = max(1, min(_cdiv(rows, DW_SPLIT_MIN_ROWS), _cdiv(DW_TARGET_BLOCKS, tiles)))
-    k_split = _cdiv(_cdiv(rows, want), shape[2]) * shape[2]
-    return _cdiv(rows, k_split), k_split, shape
+    tiles = cdiv(k_in, tm) * cdiv(n_out, tn)
+    want = max(1, min(cdiv(rows, DW_SPLIT_MIN_ROWS), cdiv(DW_TARGET_BLOCKS, tiles)))
+    k_split = cdiv(cdiv(rows, want), shape[2]) * shape[2]
+    return cdiv(rows, k_split), k_split, shape
 
 
 def dw_partial_size(rows: int, k_in: int, n_out: int) -> int:
@@ -238,15 +223,11 @@ class Launcher:
     """
 
     def __init__(self, stream=0):
-        from numba import cuda
-
         self.stream = stream
         self.dummy = cuda.to_device(np.zeros(1, np.float32))
 
     def forward(self, gate, x, rows: int, layer: Layer, params, out, act: int) -> None:
         """out[rows, n_out] = act(x[rows, k_in] W + b), W, b = layer's block of ``params``."""
-        from alpharl.cuda_kernels.nets import gemm as G
-
         k, grid, block = G.gemm_launch(rows, layer.n_out)
         k[grid, block, self.stream](
             gate, x, params[layer.w], params[layer.b], self.dummy, out, np.int32(rows), np.int32(layer.n_out),
@@ -255,11 +236,9 @@ class Launcher:
 
     def narrow_gather_w(self, gate, params, offsets, w_narrow) -> None:
         """w_narrow [(hidden + 1), N_COLS] = the narrow layers' [W; b] blocks side by side (one launch)."""
-        from alpharl.cuda_kernels.nets import narrow as KN
-
         hidden = int(w_narrow.shape[0]) // KN.N_COLS - 1
         n_w = (hidden + 1) * KN.N_COLS
-        KN.rl_narrow_gather_w[_cdiv(n_w, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
+        KN.rl_narrow_gather_w[cdiv(n_w, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
             gate, params, offsets, np.int32(hidden), w_narrow)
 
     def narrow_forward(self, gate, h, n_rows: int, n_b: int, params, offsets, w_narrow, y_narrow, out,
@@ -270,20 +249,15 @@ class Launcher:
         w_narrow float32 [(hidden + 1) N_COLS] and y_narrow float32 [>= n_rows N_COLS]: scratch;
         out: q_val, v_out, pi_logits, bce_out, aux_out, v_dq (the layers' buffers, rl_narrow_scatter's order).
         """
-        from alpharl.cuda_kernels.nets import gemm as G
-        from alpharl.cuda_kernels.nets import narrow as KN
-
         hidden = int(w_narrow.shape[0]) // KN.N_COLS - 1
         if gather:
             self.narrow_gather_w(gate, params, offsets, w_narrow)
         self.forward(gate, h, n_rows, Layer("narrow", 0, hidden, KN.N_COLS, 1.0), w_narrow, y_narrow, G.ACT_NONE)
-        KN.rl_narrow_scatter[_cdiv(n_rows * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
+        KN.rl_narrow_scatter[cdiv(n_rows * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
             gate, y_narrow, np.int32(n_rows), np.int32(n_b), *out)
 
     def backward_dx(self, gate, dy, rows: int, layer: Layer, params, out, accumulate: bool, y_tanh=None) -> None:
         """out[rows, k_in] (+)= dy[rows, n_out] W^T; times (1 - y_tanh^2) when y_tanh is given."""
-        from alpharl.cuda_kernels.nets import gemm as G
-
         k, grid, block = G.gemm_launch(rows, layer.k_in)
         act = G.ACT_NONE if y_tanh is None else G.ACT_TANH_GRAD
         k[grid, block, self.stream](
@@ -295,8 +269,6 @@ class Launcher:
     def backward_dw(self, gate, x, dy, rows: int, layer: Layer, grads, partial) -> None:
         """grads[layer block] = [x^T dy; 1^T dy] over `rows`: one GEMM when ``dw_split`` gives one piece,
         else split over the batch into `partial` and summed in a fixed order (``rl_split_reduce``)."""
-        from alpharl.cuda_kernels.nets import gemm as G
-
         splits, k_split, shape = dw_split(rows, layer.k_in, layer.n_out)
         k, grid, block = G.gemm_launch(layer.k_in, layer.n_out, splits, shape)
         # One split (up to DW_SPLIT_MIN_ROWS rows): the GEMM writes [dW; db] itself, no reduce launch.

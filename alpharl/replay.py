@@ -10,36 +10,26 @@ so a captured graph stays valid after ``load_state_dict``.
 
 Launch order per env step (one stream)::
 
-    replay.insert(obs_s, action, reward, done, obs_s2)   # B new transitions
+    replay.insert(obs, action, reward, done, obs_next)   # B new transitions
     for each K-loop iteration (gate[0] = 1 if it runs):
-        mb = replay.sample(isv, m, gate)                 # mb.obs_s ... mb.is_weight
+        mb = replay.sample(isv, m, gate)                 # a ReplayBatch: mb.obs ... mb.is_weight
         ... Q forward/backward on mb, per-row loss[m] (weighted by mb.is_weight) ...
         replay.update_priorities(loss, m, gate)           # p <- |loss| + eps
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numba import cuda
 
+from alpharl.batches import ReplayBatch
 from alpharl.cuda_kernels.replay import per as K
 from alpharl.prng import STREAM_REPLAY, seed_states
 
-
-class Minibatch(NamedTuple):
-    """A sampled minibatch: views of the replay's output arrays, rows 0..m-1."""
-
-    obs_s: Any      # float32[m, obs_dim]
-    action: Any     # int32[m]
-    reward: Any     # float32[m]
-    done: Any       # float32[m]
-    obs_s2: Any     # float32[m, obs_dim]
-    is_weight: Any  # float32[m], importance weights in (0, 1] (0 only while the buffer is empty)
-    idx: Any        # int32[m], buffer slots the rows came from
-
-
-#: Arrays saved by state_dict (everything but the CDF scratch and the open gate).
+#: Arrays saved by state_dict (everything but the CDF scratch and the open gate). Their names are the
+#: checkpoint's keys (``replay.<name>``), kept as they are so that older checkpoints load: the stored
+#: transition is obs_s (s), action, reward, done, obs_s2 (s'), the drawn minibatch the same with mb_.
 STATE_ARRAYS = ("obs_s", "action", "reward", "done", "obs_s2", "priority", "pmax", "meta", "sampler_state",
                 "mb_obs_s", "mb_action", "mb_reward", "mb_done", "mb_obs_s2", "mb_weight", "mb_idx")
 STATE_SIZES = ("capacity", "obs_dim", "max_batch")
@@ -101,20 +91,20 @@ class PrioritizedReplay:
         cuda.synchronize()
 
     # ------------------------------------------------------------ hot path
-    def insert(self, obs_s, action, reward, done, obs_s2) -> None:
-        """Append n transitions (obs_s[n, D] f32, action[n] i32, reward[n] f32, done[n] f32,
-        obs_s2[n, D] f32; n <= capacity) at the device cursor, with the running max priority."""
+    def insert(self, obs, action, reward, done, obs_next) -> None:
+        """Append n transitions (obs[n, D] f32, action[n] i32, reward[n] f32, done[n] f32,
+        obs_next[n, D] f32; n <= capacity) at the device cursor, with the running max priority."""
         n = action.shape[0]
         if not n <= self.capacity:
             raise ValueError(f"insert: {n} transitions exceed the capacity {self.capacity}")
-        for name, arr, shape in (("obs_s", obs_s, (n, self.obs_dim)), ("obs_s2", obs_s2, (n, self.obs_dim)),
+        for name, arr, shape in (("obs", obs, (n, self.obs_dim)), ("obs_next", obs_next, (n, self.obs_dim)),
                                  ("reward", reward, (n,)), ("done", done, (n,))):
             if tuple(arr.shape) != shape:
                 raise ValueError(f"insert: {name} has shape {tuple(arr.shape)}, expected {shape}")
         if n == 0:
             return
         self._launch(K.rl_per_insert, K.copy_grid(n * self.obs_dim), K.COPY_BLOCK,
-                     obs_s, action, reward, done, obs_s2, self.meta, self.pmax,
+                     obs, action, reward, done, obs_next, self.meta, self.pmax,
                      self.obs_s, self.action, self.reward, self.done, self.obs_s2, self.priority)
         self._launch(K.rl_per_advance, 1, 1, self.meta, np.int32(n), np.int32(self.capacity))
 
@@ -128,16 +118,16 @@ class PrioritizedReplay:
                      self.tile_sum, self.tile_sq, self.tile_cdf, self.sampler_state, np.int32(m),
                      self.mb_idx, self.mb_weight)
 
-    def gather(self, m: int | None = None, gate=None) -> Minibatch:
+    def gather(self, m: int | None = None, gate=None) -> ReplayBatch:
         """Copy the drawn transitions into the minibatch arrays; returns views of rows 0..m-1."""
         m = self._rows(m)
         self._launch(K.rl_per_gather, K.copy_grid(m * self.obs_dim), K.COPY_BLOCK, self._gate(gate),
                      self.mb_idx, np.int32(m), self.obs_s, self.action, self.reward, self.done, self.obs_s2,
                      self.mb_obs_s, self.mb_action, self.mb_reward, self.mb_done, self.mb_obs_s2)
-        return Minibatch(self.mb_obs_s[:m], self.mb_action[:m], self.mb_reward[:m], self.mb_done[:m],
-                         self.mb_obs_s2[:m], self.mb_weight[:m], self.mb_idx[:m])
+        return ReplayBatch(self.mb_obs_s[:m], self.mb_action[:m], self.mb_reward[:m], self.mb_done[:m],
+                           self.mb_obs_s2[:m], self.mb_weight[:m], self.mb_idx[:m])
 
-    def sample(self, isv, m: int | None = None, gate=None) -> Minibatch:
+    def sample(self, isv, m: int | None = None, gate=None) -> ReplayBatch:
         """``draw`` then ``gather``: a prioritized minibatch of m rows (default max_batch).
 
         isv: the float32 ISV (alpha, beta read; RL_PER_ESS_FRAC written);

@@ -83,7 +83,7 @@ class Timer:
 def _batches(b: int, m: int, d: int, rng):
     from numba import cuda
 
-    from alpharl.learner import EnvBatch, ReplayBatch
+    from alpharl.batches import EnvBatch, ReplayBatch
 
     f = lambda *s: cuda.to_device(rng.standard_normal(s).astype(np.float32))  # noqa: E731
     ints = lambda n: cuda.to_device(rng.integers(0, N_ACTIONS, n).astype(np.int32))  # noqa: E731
@@ -100,7 +100,8 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
     from alpharl.cuda_kernels.nets import adam as KA
     from alpharl.cuda_kernels.nets import gemm as G
     from alpharl.learner import Learner
-    from alpharl.nets import Nets, _cdiv
+    from alpharl.nets import Nets
+    from alpharl.sizes import cdiv
 
     rng = np.random.default_rng(0)
     stream = cuda.stream()
@@ -145,7 +146,7 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
 
     def guard_adam():
         KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, stream](gate, gr, nets.table, isv, nets.adam_state)
-        KA.rl_adam[_cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, stream](
+        KA.rl_adam[cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, stream](
             gate, p, gr, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv, nets.adam_state)
 
     def device_us(fn) -> float:

@@ -10,9 +10,12 @@ of the heads' gradients (Q's from the replay rows s, the others' from s_t).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from alpharl import isv as S
+from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import losses as KL
 from alpharl.nets import MODULES, NetLayout
@@ -20,11 +23,17 @@ from alpharl.reference import controllers as RC
 from alpharl.reference import narrow as N
 from alpharl.reference import nets as R
 
-ENV_KEYS = ("obs_t", "actions", "logp_old", "reward", "done", "obs_tp1", "label_up", "label_ret")
-REPLAY_KEYS = ("obs_s", "actions", "reward", "done", "obs_sp", "is_weight")
-
-
 _w = N.layer_wb
+
+
+class UpdateResult(NamedTuple):
+    """One reference update: the new state (as ``Nets.state_dict()``'s arrays), the updated ISV (a copy),
+    the flat gradient and the per-sample outputs."""
+
+    state: dict
+    isv: np.ndarray
+    grads: np.ndarray
+    out: LearnerOutputs
 
 
 def encode(p, layout: NetLayout, x):
@@ -33,13 +42,19 @@ def encode(p, layout: NetLayout, x):
     return h1, R.linear(h1, *_w(p, layout, "enc.l2"), "tanh")
 
 
-def forward(p, target, layout: NetLayout, env: dict, rep: dict, dtype=np.float64) -> dict:
+def pi_logits(p, layout: NetLayout, obs) -> np.ndarray:
+    """float32 [b, N_ACTIONS]: the policy's logits at obs [b, obs_dim] (acting; no gradient)."""
+    _, h = encode(p, layout, obs)
+    return np.asarray(R.linear(h, *_w(p, layout, "pi.out")), np.float32)
+
+
+def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64) -> dict:
     """Every activation of the update at parameters p (online) and target (encoder + Q)."""
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
-    b, m = len(env["actions"]), len(rep["actions"])
-    x0 = np.concatenate([cast(env["obs_t"]), cast(rep["obs_s"]), cast(rep["obs_sp"]), cast(env["obs_tp1"])])
+    b, m = len(env.action), len(rep.action)
+    x0 = np.concatenate([cast(env.obs), cast(rep.obs), cast(rep.obs_next), cast(env.obs_next)])
     h1, h = encode(p, layout, x0)
-    _, th = encode(target, layout, cast(rep["obs_sp"]))
+    _, th = encode(target, layout, cast(rep.obs_next))
     o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
     return {
         "b": b, "m": m, "x0": x0, "h1": h1, "h": h,
@@ -50,42 +65,43 @@ def forward(p, target, layout: NetLayout, env: dict, rep: dict, dtype=np.float64
     }
 
 
-def targets(fw: dict, env: dict, rep: dict, isv, dtype=np.float64) -> dict:
+def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64) -> dict:
     """The stop-gradient quantities: a*, projected C51 target, V blend (updates isv), advantage, return."""
     b, m = fw["b"], fw["m"]
     gamma = dtype(isv[S.RL_GAMMA])
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     a_star = R.argmax_expected_q(fw["q_adv"][m:], fw["q_val"][fw["o_sp"]:fw["o_tp1"]])
-    m_tgt, e_target = R.c51_target(fw["t_adv"], fw["t_val"], a_star, cast(rep["reward"]), cast(rep["done"]), gamma)
+    m_tgt, e_target = R.c51_target(fw["t_adv"], fw["t_val"], a_star, cast(rep.reward), cast(rep.done), gamma)
     v_scalar, v_dq = fw["v_out"], fw["v_dq"]
     RC.rl_v_blend_alpha_controller(v_scalar[:b], v_dq[:b], b, isv)
     v_used = np.zeros(b, np.float32)
-    v_used_tp1 = np.zeros(b, np.float32)
+    v_used_next = np.zeros(b, np.float32)
     RC.rl_v_blend(v_scalar[:b], v_dq[:b], b, isv, v_used)
-    RC.rl_v_blend(v_scalar[fw["o_tp1"]:], v_dq[fw["o_tp1"]:], b, isv, v_used_tp1)
-    adv, ret = R.advantage_return(cast(env["reward"]), cast(env["done"]), cast(v_used), cast(v_used_tp1), gamma)
-    return {"a_star": a_star, "m": m_tgt, "e_target": e_target, "v_used": v_used, "v_used_tp1": v_used_tp1,
-            "advantage": adv, "return": ret}
+    RC.rl_v_blend(v_scalar[fw["o_tp1"]:], v_dq[fw["o_tp1"]:], b, isv, v_used_next)
+    adv, ret = R.advantage_return(cast(env.reward), cast(env.done), cast(v_used), cast(v_used_next), gamma)
+    return {"a_star": a_star, "m": m_tgt, "e_target": e_target, "v_used": v_used, "v_used_next": v_used_next,
+            "advantage": adv, "ret": ret}
 
 
-def head_losses(fw: dict, env: dict, rep: dict, fixed: dict, isv, dtype=np.float64) -> dict:
+def head_losses(fw: dict, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv, dtype=np.float64) -> dict:
     """Per-sample losses and d(loss)/d(head output) of all five heads at fixed targets."""
     b, m = fw["b"], fw["m"]
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     ce, lq, d_adv, d_val, e_online = R.c51_loss(fw["q_adv"][:m], fw["q_val"][fw["o_s"]:fw["o_sp"]],
-                                                 np.asarray(rep["actions"]), fixed["m"], cast(rep["is_weight"]))
-    pl, d_pi, ent, kl, ratio = R.ppo_loss(fw["pi_logits"], np.asarray(env["actions"]), cast(env["logp_old"]),
+                                                 np.asarray(rep.action), fixed["m"], cast(rep.is_weight))
+    pl, d_pi, ent, kl, ratio = R.ppo_loss(fw["pi_logits"], np.asarray(env.action), cast(env.logp_old),
                                           fixed["advantage"], dtype(isv[S.RL_PPO_CLIP_EPS]),
                                           dtype(isv[S.RL_PPO_RATIO_CLAMP]), dtype(isv[S.RL_ENTROPY_COEF]))
-    vl, dv = R.scalar_loss(KL.LOSS_HUBER, fw["v_out"][:b], fixed["return"])
-    bl, dbce = R.scalar_loss(KL.LOSS_BCE, fw["bce_out"], cast(env["label_up"]))
-    al, daux = R.scalar_loss(KL.LOSS_MSE, fw["aux_out"], cast(env["label_ret"]))
+    vl, dv = R.scalar_loss(KL.LOSS_HUBER, fw["v_out"][:b], fixed["ret"])
+    bl, dbce = R.scalar_loss(KL.LOSS_BCE, fw["bce_out"], cast(env.label_up))
+    al, daux = R.scalar_loss(KL.LOSS_MSE, fw["aux_out"], cast(env.label_ret))
     return {"q_ce": ce, "q_loss_weighted": lq, "d_adv": d_adv, "d_val": d_val, "e_online": e_online,
             "pi": pl, "d_pi": d_pi, "entropy": ent, "kl": kl, "ratio": ratio,
             "v": vl, "dv": dv, "bce": bl, "dbce": dbce, "aux": al, "daux": daux}
 
 
-def total_loss(p, target, layout: NetLayout, env: dict, rep: dict, fixed: dict, isv, dtype=np.float64) -> float:
+def total_loss(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv,
+               dtype=np.float64) -> float:
     """L = L_q (IS-weighted) + L_pi + L_v + L_bce + L_aux at parameters p, targets held fixed."""
     fw = forward(p, target, layout, env, rep, dtype)
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
@@ -118,10 +134,10 @@ def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
     return g
 
 
-def update(state: dict, isv, env: dict, rep: dict, layout: NetLayout, dtype=np.float64) -> dict:
+def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout, dtype=np.float64) -> UpdateResult:
     """One whole learning update. state: params, adam_m, adam_v, target, adam_state (as Nets.state_dict()).
 
-    Returns the new state, the updated isv (a copy) and every per-sample output.
+    Returns the new state, the updated isv (a copy), the gradient and every per-sample output.
     """
     isv = np.array(isv, np.float32, copy=True)
     p = np.asarray(state["params"], dtype)
@@ -151,19 +167,17 @@ def update(state: dict, isv, env: dict, rep: dict, layout: NetLayout, dtype=np.f
         st[k, KA.STATE_ARMED] = 1
         new_p[sl], new_m[sl], new_v[sl] = R.adam(p[sl], gm, new_m[sl], new_v[sl], st[k, KA.STATE_STEP],
                                                  dtype(isv[S.RL_LR_Q + k]))
-    n = fw["b"]
+    n, o_tp1 = fw["b"], fw["o_tp1"]
     gamma = dtype(isv[S.RL_GAMMA])
-    r_rep = np.asarray(rep["reward"], dtype)
-    td = r_rep + gamma * (1 - np.asarray(rep["done"], dtype)) * fixed["e_target"] - hl["e_online"]
-    return {
-        "state": {"params": new_p, "adam_m": new_m, "adam_v": new_v, "target": target,
-                  "adam_state": st.reshape(-1)},
-        "isv": isv, "grads": g,
-        "q_priority": hl["q_ce"], "td": td,
-        "a_star": fixed["a_star"], "entropy": hl["entropy"], "kl": hl["kl"], "ratio": hl["ratio"],
-        "advantage": fixed["advantage"], "return": fixed["return"], "v_used": fixed["v_used"],
-        "v_used_tp1": fixed["v_used_tp1"], "v_scalar": fw["v_out"][:n], "v_dq": fw["v_dq"][:n],
-    }
+    r_rep = np.asarray(rep.reward, dtype)
+    td = r_rep + gamma * (1 - np.asarray(rep.done, dtype)) * fixed["e_target"] - hl["e_online"]
+    out = LearnerOutputs(
+        q_priority=hl["q_ce"], td=td, entropy=hl["entropy"], kl=hl["kl"], ratio=hl["ratio"],
+        advantage=fixed["advantage"], ret=fixed["ret"], a_star=fixed["a_star"], v_used=fixed["v_used"],
+        v_used_next=fixed["v_used_next"], v_scalar=fw["v_out"][:n], v_dq=fw["v_dq"][:n],
+        v_scalar_next=fw["v_out"][o_tp1:o_tp1 + n], v_dq_next=fw["v_dq"][o_tp1:o_tp1 + n], pi_logits=fw["pi_logits"])
+    state = {"params": new_p, "adam_m": new_m, "adam_v": new_v, "target": target, "adam_state": st.reshape(-1)}
+    return UpdateResult(state, isv, g, out)
 
 
 def soft_update(target, params, n_target: int, isv):

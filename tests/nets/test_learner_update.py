@@ -9,7 +9,8 @@ from numba import cuda
 from support import assert_all_written, nonzero_uniform
 
 from alpharl import isv as S
-from alpharl.learner import EnvBatch, Learner, ReplayBatch
+from alpharl.batches import EnvBatch, ReplayBatch
+from alpharl.learner import Learner
 from alpharl.nets import MODULES, Nets
 from alpharl.reference import learner as RL
 from alpharl.sizes import N_ACTIONS
@@ -18,19 +19,23 @@ B, M, OBS_DIM, HIDDEN = 3, 2, 5, 8
 
 
 def _batches(rng):
-    env = dict(obs_t=nonzero_uniform(rng, (B, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, B).astype(np.int32),
-               logp_old=np.log(rng.uniform(0.05, 0.3, B)).astype(np.float32), reward=nonzero_uniform(rng, B, -2, 2),
-               done=np.array([0, 1, 0], np.float32), obs_tp1=nonzero_uniform(rng, (B, OBS_DIM), -2, 2),
-               label_up=np.array([1, 0, 1], np.float32), label_ret=nonzero_uniform(rng, B, -0.1, 0.1))
-    rep = dict(obs_s=nonzero_uniform(rng, (M, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, M).astype(np.int32),
-               reward=nonzero_uniform(rng, M, -3, 3), done=np.array([0, 1], np.float32),
-               obs_sp=nonzero_uniform(rng, (M, OBS_DIM), -2, 2), is_weight=rng.uniform(0.2, 1.0, M).astype(np.float32))
+    env = EnvBatch(obs=nonzero_uniform(rng, (B, OBS_DIM), -2, 2), action=rng.integers(0, N_ACTIONS, B).astype(np.int32),
+                   logp_old=np.log(rng.uniform(0.05, 0.3, B)).astype(np.float32), reward=nonzero_uniform(rng, B, -2, 2),
+                   done=np.array([0, 1, 0], np.float32), obs_next=nonzero_uniform(rng, (B, OBS_DIM), -2, 2),
+                   label_up=np.array([1, 0, 1], np.float32), label_ret=nonzero_uniform(rng, B, -0.1, 0.1))
+    rep = ReplayBatch(obs=nonzero_uniform(rng, (M, OBS_DIM), -2, 2),
+                      action=rng.integers(0, N_ACTIONS, M).astype(np.int32),
+                      reward=nonzero_uniform(rng, M, -3, 3), done=np.array([0, 1], np.float32),
+                      obs_next=nonzero_uniform(rng, (M, OBS_DIM), -2, 2),
+                      is_weight=rng.uniform(0.2, 1.0, M).astype(np.float32))
     return env, rep
 
 
 def _device(env, rep):
-    return (EnvBatch(**{k: cuda.to_device(v) for k, v in env.items()}),
-            ReplayBatch(**{k: cuda.to_device(v) for k, v in rep.items()}))
+    def to_device(batch):
+        return type(batch)(*(None if v is None else cuda.to_device(v) for v in batch))
+
+    return to_device(env), to_device(rep)
 
 
 def _nets(rng):
@@ -44,7 +49,7 @@ def _nets(rng):
 
 
 def _poison_outputs(learner):
-    for name in ("losses", "td", "a_star", "entropy", "kl", "ratio", "advantage", "ret", "v_used", "v_used_tp1",
+    for name in ("losses", "td", "a_star", "entropy", "kl", "ratio", "advantage", "ret", "v_used", "v_used_next",
                  "v_out", "v_dq"):
         buf = getattr(learner, name)
         host = np.empty(buf.shape, buf.dtype)
@@ -84,7 +89,7 @@ def test_whole_update_matches_reference_and_finite_differences(rng):
         sl = lay.module_slice[mod]
         scale = np.abs(fd[sl]).max()
         assert scale > 0, mod
-        np.testing.assert_allclose(ref["grads"][sl], fd[sl], rtol=1e-5, atol=1e-7 * scale, err_msg=mod)
+        np.testing.assert_allclose(ref.grads[sl], fd[sl], rtol=1e-5, atol=1e-7 * scale, err_msg=mod)
         np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=2e-5 * scale, err_msg=mod)
 
     # One Adam step of every module, and the ISV it writes.
@@ -92,23 +97,21 @@ def test_whole_update_matches_reference_and_finite_differences(rng):
     # so such elements are only held to Adam's step bound.
     lr = isv[S.RL_LR_Q]
     assert np.allclose(isv[S.RL_LR_Q:S.RL_LR_Q + len(MODULES)], lr)
-    tol = np.where(np.abs(ref["grads"]) > 1e-6, 1e-6, 2 * lr)
-    moved = np.abs(nets.params.copy_to_host() - ref["state"]["params"])
+    tol = np.where(np.abs(ref.grads) > 1e-6, 1e-6, 2 * lr)
+    moved = np.abs(nets.params.copy_to_host() - ref.state["params"])
     assert (moved <= tol).all(), np.flatnonzero(moved > tol)
-    np.testing.assert_allclose(nets.adam_m.copy_to_host(), ref["state"]["adam_m"], rtol=1e-3, atol=1e-8)
-    np.testing.assert_array_equal(nets.adam_state.copy_to_host(), ref["state"]["adam_state"])
+    np.testing.assert_allclose(nets.adam_m.copy_to_host(), ref.state["adam_m"], rtol=1e-3, atol=1e-8)
+    np.testing.assert_array_equal(nets.adam_state.copy_to_host(), ref.state["adam_state"])
     got_isv = isv_d.copy_to_host()
     for slot in [S.RL_LOSS_Q + k for k in range(5)] + [S.RL_OBS_Q_GRAD_NORM + k for k in range(len(MODULES))] + [
             S.RL_V_BLEND_ALPHA, S.RL_V_TRACK_ERR_EMA, S.RL_V_SCALAR_MAG_EMA]:
-        np.testing.assert_allclose(got_isv[slot], ref["isv"][slot], rtol=1e-4, err_msg=S.BY_INDEX[slot].name)
+        np.testing.assert_allclose(got_isv[slot], ref.isv[slot], rtol=1e-4, err_msg=S.BY_INDEX[slot].name)
 
     # Every per-sample output written and equal to the reference.
-    pairs = {"q_priority": "q_priority", "td": "td", "a_star": "a_star", "entropy": "entropy", "kl": "kl",
-             "ratio": "ratio", "advantage": "advantage", "ret": "return", "v_used": "v_used",
-             "v_used_tp1": "v_used_tp1", "v_scalar": "v_scalar", "v_dq": "v_dq"}
-    for name, key in pairs.items():
+    for name in ("q_priority", "td", "a_star", "entropy", "kl", "ratio", "advantage", "ret", "v_used", "v_used_next",
+                 "v_scalar", "v_dq", "v_scalar_next", "v_dq_next", "pi_logits"):
         got = assert_all_written(getattr(out, name))
-        np.testing.assert_allclose(got, ref[key], rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got, getattr(ref.out, name), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_gate_zero_leaves_everything_untouched(rng):
@@ -142,9 +145,9 @@ def test_reference_update_runs_in_float32_as_the_numpy_backend(rng):
     state = nets.state_dict()
     r32 = RL.update(state, S.bootstrap_vector(), env, rep, nets.layout, dtype=np.float32)
     r64 = RL.update(state, S.bootstrap_vector(), env, rep, nets.layout)
-    assert r32["state"]["params"].dtype == np.float32
-    np.testing.assert_allclose(r32["state"]["params"], r64["state"]["params"], rtol=0, atol=1e-5)
-    np.testing.assert_allclose(r32["grads"], r64["grads"], rtol=1e-3, atol=1e-6)
+    assert r32.state["params"].dtype == np.float32
+    np.testing.assert_allclose(r32.state["params"], r64.state["params"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(r32.grads, r64.grads, rtol=1e-3, atol=1e-6)
 
 
 def test_act_forward_gives_the_policy_logits(rng):
@@ -165,13 +168,17 @@ def test_ragged_batches_match_reference(rng, b, m):
     """B != M over several row tiles of the fused narrow forward and several chunks of the narrow dW:
     every gradient and per-sample output vs the float64 reference update."""
     nets = _nets(rng)
-    env = dict(obs_t=nonzero_uniform(rng, (b, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, b).astype(np.int32),
-               logp_old=np.log(rng.uniform(0.05, 0.3, b)).astype(np.float32), reward=nonzero_uniform(rng, b, -2, 2),
-               done=(rng.uniform(size=b) < 0.3).astype(np.float32), obs_tp1=nonzero_uniform(rng, (b, OBS_DIM), -2, 2),
-               label_up=(rng.uniform(size=b) < 0.5).astype(np.float32), label_ret=nonzero_uniform(rng, b, -0.1, 0.1))
-    rep = dict(obs_s=nonzero_uniform(rng, (m, OBS_DIM), -2, 2), actions=rng.integers(0, N_ACTIONS, m).astype(np.int32),
-               reward=nonzero_uniform(rng, m, -3, 3), done=(rng.uniform(size=m) < 0.3).astype(np.float32),
-               obs_sp=nonzero_uniform(rng, (m, OBS_DIM), -2, 2), is_weight=rng.uniform(0.2, 1.0, m).astype(np.float32))
+    env = EnvBatch(obs=nonzero_uniform(rng, (b, OBS_DIM), -2, 2), action=rng.integers(0, N_ACTIONS, b).astype(np.int32),
+                   logp_old=np.log(rng.uniform(0.05, 0.3, b)).astype(np.float32), reward=nonzero_uniform(rng, b, -2, 2),
+                   done=(rng.uniform(size=b) < 0.3).astype(np.float32),
+                   obs_next=nonzero_uniform(rng, (b, OBS_DIM), -2, 2),
+                   label_up=(rng.uniform(size=b) < 0.5).astype(np.float32),
+                   label_ret=nonzero_uniform(rng, b, -0.1, 0.1))
+    rep = ReplayBatch(obs=nonzero_uniform(rng, (m, OBS_DIM), -2, 2),
+                      action=rng.integers(0, N_ACTIONS, m).astype(np.int32),
+                      reward=nonzero_uniform(rng, m, -3, 3), done=(rng.uniform(size=m) < 0.3).astype(np.float32),
+                      obs_next=nonzero_uniform(rng, (m, OBS_DIM), -2, 2),
+                      is_weight=rng.uniform(0.2, 1.0, m).astype(np.float32))
     isv = S.bootstrap_vector()
     state0 = nets.state_dict()
     learner = Learner(nets, b, m)
@@ -181,9 +188,8 @@ def test_ragged_batches_match_reference(rng, b, m):
     grads = nets.grads.copy_to_host()
     for mod in MODULES:
         sl = nets.layout.module_slice[mod]
-        np.testing.assert_allclose(grads[sl], ref["grads"][sl], rtol=1e-3, atol=1e-5 * np.abs(ref["grads"][sl]).max(),
+        np.testing.assert_allclose(grads[sl], ref.grads[sl], rtol=1e-3, atol=1e-5 * np.abs(ref.grads[sl]).max(),
                                    err_msg=mod)
-    for name, key in (("q_priority", "q_priority"), ("advantage", "advantage"), ("ret", "return"),
-                      ("v_used_tp1", "v_used_tp1"), ("v_dq", "v_dq"), ("entropy", "entropy"), ("ratio", "ratio")):
-        np.testing.assert_allclose(assert_all_written(getattr(out, name)), ref[key], rtol=1e-4, atol=1e-5,
-                                   err_msg=name)
+    for name in ("q_priority", "advantage", "ret", "v_used_next", "v_dq", "entropy", "ratio"):
+        np.testing.assert_allclose(assert_all_written(getattr(out, name)), getattr(ref.out, name), rtol=1e-4,
+                                   atol=1e-5, err_msg=name)

@@ -95,7 +95,7 @@ def test_sample_matches_reference(rng, size):
     np.testing.assert_allclose(out_isv[S.RL_PER_ESS_FRAC], isv[S.RL_PER_ESS_FRAC], rtol=1e-6)
     np.testing.assert_allclose(dev.cdf.copy_to_host()[:size], ref.cdf[:size], rtol=1e-13)
     np.testing.assert_array_equal(dev.sampler_state.copy_to_host(), ref.sampler_state)
-    for name in ("obs_s", "action", "reward", "done", "obs_s2"):
+    for name in ("obs", "action", "reward", "done", "obs_next"):
         np.testing.assert_array_equal(getattr(mb, name).copy_to_host(), getattr(mbr, name), err_msg=name)
 
     # the weights and the ESS from their definitions, independently of both implementations
@@ -195,6 +195,6 @@ def test_state_dict_round_trip_continues_identically(rng):
     restored.load_state_dict(saved)
     a, b = dev.sample(isv, m), restored.sample(isv, m)
     np.testing.assert_array_equal(a.idx.copy_to_host(), b.idx.copy_to_host())
-    np.testing.assert_array_equal(a.obs_s.copy_to_host(), b.obs_s.copy_to_host())
+    np.testing.assert_array_equal(a.obs.copy_to_host(), b.obs.copy_to_host())
     with pytest.raises(ValueError, match="capacity"):
         PrioritizedReplay(capacity + 1, D, m, seed=0).load_state_dict(saved)

@@ -49,7 +49,7 @@ def test_step_synthetic_learns_to_pick_the_paying_action():
     tr = IntegratedTrainer(cfg)
     rewards = []
     for _ in range(300):
-        tr.step_synthetic()
+        tr.step()
         rewards.append(float(np.mean(tr.ops.sim.reward)))
     isv = tr.read_isv()
     # a random policy earns 0 on average, the best action E[max of 9 U(-1,1)] = 0.8

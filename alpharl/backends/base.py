@@ -1,0 +1,151 @@
+"""The interface between the trainer and a backend, and what every backend shares.
+
+``Backend`` declares the operations ``IntegratedTrainer._step_body`` calls, in
+step order (SPEC §1); each backend runs them on its own arrays (s_t, a_t,
+log pi_old, r_t, the gates, the ISV...), so the trainer passes only the batch
+containers between them. On the device an operation only launches: nothing
+synchronises until a host read (``to_host``, ``metrics``, ``state_dict``).
+
+``SharedOps`` holds the operations that are the same on every backend, written
+once on the attributes the Protocol declares: the env batch, replay insert and
+sample, the trainer metrics and the one checkpoint format.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from alpharl import signals
+from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
+
+#: Parts of the checkpoint saved by their own ``state_dict``, each under "<part>.".
+STATE_PARTS = ("nets", "sim", "replay")
+#: The backend's own arrays in the checkpoint, one key each.
+STATE_ARRAYS = ("isv", "prng", "step_count", "acc")
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The step's operations on one backend's arrays (see the trainer's docstring for the order)."""
+
+    B: int  #: backtests (the env batch's rows)
+    M: int  #: replay minibatch rows
+    obs_dim: int
+    host_skips_gated: bool  #: read the K gate on the host and stop the K-loop at the first closed one
+    sim: Any  #: the env: obs, reward, done, trade_pnl, label_up, label_ret, output(k), field(name)
+    nets: Any  #: the networks' state (state_dict / load_state_dict)
+    replay: Any  #: the prioritized replay (insert, sample, update_priorities, state_dict)
+    isv: Any  #: float32 [ISV_LEN]
+    prng: Any  #: uint32 [B]: the action sampler's states
+    step_count: Any  #: int64 [1]: the device step counter
+    acc: Any  #: float64 [N_ACC]: run totals of closed trades
+    ones: Any  #: float32 [max(B, M)]: the unit weights of step 14
+    gate: Any  #: int32 [1]: this K-loop iteration's gate (written by ``k_gate``)
+    open_gate: Any  #: int32 [1] = 1: the first iteration's gate (K >= 1)
+
+    def reset(self) -> None:
+        """Start every backtest's first episode."""
+
+    def keep_obs(self) -> None:
+        """1: keep a copy of s_t (a side branch, joined by ``join_obs``)."""
+
+    def join_obs(self) -> None: ...
+
+    def act(self) -> None:
+        """2-4: encode + pi head on s_t, sample a_t ~ pi, keep log pi_old(a_t | s_t)."""
+
+    def simulate(self) -> None:
+        """5: apply a_t, advance the market, fill, emit r_t and done_t, auto-reset."""
+
+    def accumulate(self) -> None:
+        """Run totals of closed trades and rewards (a side branch, joined by ``join_accumulate``)."""
+
+    def join_accumulate(self) -> None: ...
+
+    def scale_reward(self, scale: float) -> None:
+        """r_t = the simulator's reward times scale."""
+
+    def env_batch(self) -> EnvBatch: ...
+
+    def insert(self, env: EnvBatch) -> None:
+        """6: the env batch's transitions into the replay."""
+
+    def k_gate(self, k: int) -> None:
+        """``gate`` = 1 if K-loop iteration k runs (k < K from the ISV)."""
+
+    def gate_is_open(self) -> bool:
+        """Host read of ``gate`` (only where ``host_skips_gated``)."""
+
+    def sample(self, gate) -> ReplayBatch: ...
+
+    def learn(self, env: EnvBatch, mb: ReplayBatch, gate) -> LearnerOutputs:
+        """7-12: one whole learning update, predicated on gate."""
+
+    def update_priorities(self, out: LearnerOutputs, gate) -> None:
+        """13: the sampled rows' new priorities (a side branch, joined by ``join_priorities``)."""
+
+    def join_priorities(self) -> None: ...
+
+    def moments(self, out: LearnerOutputs) -> None:
+        """14: the SIGNAL_MOMENTS statistics into the ISV's obs slots."""
+
+    def step_controllers(self) -> None:
+        """14-15: signal EMAs, controllers, step counter + 1."""
+
+    def soft_update(self) -> None:
+        """16: the target net towards the online net."""
+
+    def sync(self) -> None:
+        """Wait for every launched operation."""
+
+    def to_host(self, arr) -> np.ndarray:
+        """A host copy of one of the backend's arrays (synchronises)."""
+
+    def copy_in(self, arr, host: np.ndarray) -> None:
+        """Overwrite one of the backend's arrays with a host array of the same shape."""
+
+    def metrics(self) -> dict[str, float]: ...
+
+    def state_dict(self) -> dict[str, np.ndarray]: ...
+
+    def load_state_dict(self, d: dict) -> None: ...
+
+
+def _sub(d: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in d.items() if k.startswith(prefix)}
+
+
+class SharedOps:
+    """The operations written once for every backend (on the attributes ``Backend`` declares, and
+    obs_t, actions, logp, reward: the env batch's own arrays)."""
+
+    def env_batch(self) -> EnvBatch:
+        s = self.sim
+        return EnvBatch(self.obs_t, self.actions, self.logp, self.reward, s.done, s.obs, s.label_up, s.label_ret)
+
+    def insert(self, env: EnvBatch) -> None:
+        self.replay.insert(env.obs, env.action, env.reward, env.done, env.obs_next)
+
+    def sample(self, gate) -> ReplayBatch:
+        return self.replay.sample(self.isv, self.M, gate)
+
+    def metrics(self) -> dict[str, float]:
+        """Trainer metrics for diagnostics (one sync): reward, PnL and trade statistics."""
+        return signals.metrics(self.to_host(self.acc), np.array(self.sim.field("equity")))
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The checkpoint: "nets.*", "sim.*", "replay.*" (each part's own state_dict), then STATE_ARRAYS."""
+        self.sync()
+        d = {}
+        for part in STATE_PARTS:
+            d |= {f"{part}.{k}": np.asarray(v) for k, v in getattr(self, part).state_dict().items()}
+        return d | {name: self.to_host(getattr(self, name)) for name in STATE_ARRAYS}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.sync()
+        for part in STATE_PARTS:
+            getattr(self, part).load_state_dict(_sub(d, part + "."))
+        for name in STATE_ARRAYS:
+            self.copy_in(getattr(self, name), d[name])
+        self.sync()

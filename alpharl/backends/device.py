@@ -1,0 +1,146 @@
+"""The step's operations as kernel launches on one stream: the cuda backend (on the GPU) and the
+sim backend (the same kernels under Numba's CUDA simulator).
+
+Independent work runs on side branches (``alpharl.graph.Branches``; parallel branches of the
+captured graph): the copy of s_t next to acting, the run totals of closed trades next to the
+K-loop, each PER priority update next to what follows it (joined before the next sample).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from alpharl import isv as S
+from alpharl import target
+from alpharl.backends.base import SharedOps
+from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
+from alpharl.config import TrainConfig
+from alpharl.controllers import Controllers
+from alpharl.cuda_kernels.controllers.k_loop import rl_k_gate
+from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, pad_moments_inputs, rl_batch_moments_multi
+from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_pi_action_kernel
+from alpharl.cuda_kernels.step_ops import N_ACC, STEP_OPS_BLOCK, rl_accumulate_trades, rl_scale
+from alpharl.graph import Branches
+from alpharl.learner import Learner
+from alpharl.nets import Nets
+from alpharl.prng import STREAM_ACTIONS, seed_states
+from alpharl.replay import PrioritizedReplay
+from alpharl.signals import signal_inputs, signal_moments_table
+from alpharl.sim.features import FeatureEnv
+from alpharl.sim.layout import OUT_TRADE_DONE
+from alpharl.sim.lobsim import LobSim
+from alpharl.sizes import HIDDEN, cdiv
+
+#: Side branches of the step (``Branches`` indices).
+BRANCH_OBS, BRANCH_ACCUMULATE, BRANCH_PRIORITIES = range(3)
+N_STEP_BRANCHES = 3
+
+
+class DeviceBackend(SharedOps):
+    """The step's operations as kernel launches on one stream (cuda and sim backends)."""
+
+    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN):
+        self.stream = cuda.stream()
+        st = self.stream
+        B = config.b
+        self.B, self.M = B, m
+        if config.features:
+            self.sim = FeatureEnv(B, config.seed, stream=st)
+        else:
+            self.sim = LobSim(market, config.sim, B, config.seed, stream=st)
+        self.obs_dim = self.sim.obs_dim
+        self.nets = Nets(self.obs_dim, seed=config.seed, hidden=hidden)
+        self.learner = Learner(self.nets, B, m, stream=st)
+        self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, config.seed, stream=st)
+        self.controllers = Controllers(st)
+        self.isv = S.alloc_isv(st)
+        f32 = np.float32
+        self.obs_t = cuda.device_array((B, self.obs_dim), f32, stream=st)
+        self.actions = cuda.device_array(B, np.int32, stream=st)
+        self.logp = cuda.device_array(B, f32, stream=st)
+        self.reward = cuda.device_array(B, f32, stream=st)
+        self.prng = cuda.to_device(seed_states(config.seed, B, STREAM_ACTIONS), stream=st)
+        self.ones = cuda.to_device(np.ones(max(B, m), f32), stream=st)
+        self.moments_table = cuda.to_device(signal_moments_table(B, m), stream=st)  # before any graph capture
+        self.gate = cuda.to_device(np.ones(1, np.int32), stream=st)
+        self.open_gate = cuda.to_device(np.ones(1, np.int32), stream=st)
+        self.step_count = cuda.to_device(np.zeros(1, np.int64), stream=st)
+        # Under the CUDA simulator every thread is a Python thread, so launching the
+        # gated-off K-loop iterations costs minutes; eager simulator runs read the gate
+        # instead (identical results: a gated-off kernel writes nothing). The GPU
+        # path never reads it: K stays a device-side decision inside the graph.
+        self.host_skips_gated = target.on_simulator()
+        self.acc = cuda.to_device(np.zeros(N_ACC, np.float64), stream=st)
+        self.branches = Branches(st, N_STEP_BRANCHES)
+        self._priorities_pending = False
+
+    def reset(self) -> None:
+        self.sim.reset()
+        self.stream.synchronize()
+
+    # ---- the step
+    def keep_obs(self) -> None:
+        self.obs_t.copy_to_device(self.sim.obs, stream=self.branches.fork(BRANCH_OBS))
+
+    def join_obs(self) -> None:
+        self.branches.join(BRANCH_OBS)
+
+    def act(self) -> None:
+        logits = self.learner.act_forward(self.sim.obs, self.open_gate)
+        rl_pi_action_kernel[action_grid(self.B), ACTION_BLOCK, self.stream](logits, self.prng, self.actions, self.logp)
+
+    def simulate(self) -> None:
+        self.sim.step(self.actions)
+
+    def accumulate(self) -> None:
+        s = self.sim
+        rl_accumulate_trades[1, STEP_OPS_BLOCK, self.branches.fork(BRANCH_ACCUMULATE)](
+            s.output(OUT_TRADE_DONE), s.trade_pnl, s.reward, np.int32(self.B), self.acc)
+
+    def join_accumulate(self) -> None:
+        self.branches.join(BRANCH_ACCUMULATE)
+
+    def scale_reward(self, scale: float) -> None:
+        rl_scale[cdiv(self.B, STEP_OPS_BLOCK), STEP_OPS_BLOCK, self.stream](
+            self.sim.reward, np.int32(self.B), np.float32(scale), self.reward)
+
+    def k_gate(self, k: int) -> None:
+        rl_k_gate[1, 1, self.stream](self.isv, np.int32(k), self.gate)
+
+    def gate_is_open(self) -> bool:
+        return bool(self.to_host(self.gate)[0])
+
+    def learn(self, env: EnvBatch, mb: ReplayBatch, gate) -> LearnerOutputs:
+        return self.learner.update(env, mb, self.isv, gate)
+
+    def update_priorities(self, out: LearnerOutputs, gate) -> None:
+        self.replay.update_priorities(out.q_priority, self.M, gate, stream=self.branches.fork(BRANCH_PRIORITIES))
+        self._priorities_pending = True
+
+    def join_priorities(self) -> None:
+        if self._priorities_pending:
+            self.branches.join(BRANCH_PRIORITIES)
+            self._priorities_pending = False
+
+    def moments(self, out: LearnerOutputs) -> None:
+        """Step 14's statistics (rows of self.moments_table): one launch, one block per row."""
+        xs, ws = signal_inputs(out, self.sim, self.ones)
+        rl_batch_moments_multi[len(xs), REDUCE_BLOCK, self.stream](
+            pad_moments_inputs(xs), pad_moments_inputs(ws), self.moments_table, self.isv)
+
+    def step_controllers(self) -> None:
+        self.controllers.launch_step(self.isv, self.step_count)
+
+    def soft_update(self) -> None:
+        self.learner.soft_update(self.isv)
+
+    # ---- host side
+    def sync(self) -> None:
+        self.stream.synchronize()
+
+    def to_host(self, arr) -> np.ndarray:
+        self.stream.synchronize()
+        return arr.copy_to_host(stream=self.stream)
+
+    def copy_in(self, arr, host: np.ndarray) -> None:
+        arr.copy_to_device(np.ascontiguousarray(host), stream=self.stream)

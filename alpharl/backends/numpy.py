@@ -1,0 +1,144 @@
+"""The step's operations on host arrays, through the kernels' NumPy references: the numpy backend.
+
+Same sequence and the same state as the device backend; every operation is done when it
+returns, so the side branches' joins are no-ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl import isv as S
+from alpharl.backends.base import SharedOps
+from alpharl.batches import STEP_OUTPUTS, EnvBatch, LearnerOutputs, ReplayBatch
+from alpharl.config import TrainConfig
+from alpharl.controllers import reference_controllers, reference_signal_emas
+from alpharl.cuda_kernels.nets.adam import STATE_COLS
+from alpharl.cuda_kernels.step_ops import N_ACC
+from alpharl.nets import MODULES, NetLayout
+from alpharl.prng import STREAM_ACTIONS, seed_states
+from alpharl.reference import learner as RL
+from alpharl.reference.controllers import rl_k_gate
+from alpharl.reference.lobsim import ReferenceLobSim
+from alpharl.reference.reductions import rl_batch_moments_multi
+from alpharl.reference.replay import PrioritizedReplayReference
+from alpharl.reference.sampling import rl_pi_action_kernel
+from alpharl.reference.step_ops import rl_accumulate_trades, rl_scale
+from alpharl.signals import signal_inputs, signal_moments_table
+from alpharl.sim.features import ReferenceFeatureEnv
+from alpharl.sim.layout import OUT_TRADE_DONE
+from alpharl.sizes import HIDDEN
+
+
+class HostNets:
+    """``alpharl.nets.Nets``' state on host arrays: params, adam_m, adam_v, target, adam_state."""
+
+    def __init__(self, layout: NetLayout, seed: int):
+        p0 = layout.init_params(seed)
+        n = layout.n_params
+        self.layout = layout
+        self.state = {"params": p0, "adam_m": np.zeros(n, np.float32), "adam_v": np.zeros(n, np.float32),
+                      "target": p0[: layout.n_target].copy(),
+                      "adam_state": np.zeros(len(MODULES) * STATE_COLS, np.int32)}
+
+    def state_dict(self) -> dict:
+        return self.state
+
+    def load_state_dict(self, d: dict) -> None:
+        self.state = {k: np.array(v) for k, v in d.items() if k in self.state}
+
+
+class NumpyBackend(SharedOps):
+    """The step's operations on host arrays, through the kernels' NumPy references."""
+
+    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN):
+        B = config.b
+        self.B, self.M = B, m
+        if config.features:
+            self.sim = ReferenceFeatureEnv(B, config.seed)
+        else:
+            self.sim = ReferenceLobSim(market, config.sim, B, config.seed)
+        self.obs_dim = self.sim.obs_dim
+        self.layout = NetLayout(self.obs_dim, hidden)
+        self.nets = HostNets(self.layout, config.seed)
+        self.replay = PrioritizedReplayReference(config.capacity, self.obs_dim, m, config.seed)
+        self.isv = S.bootstrap_vector()
+        self.obs_t = np.zeros((B, self.obs_dim), np.float32)
+        self.actions = np.zeros(B, np.int32)
+        self.logp = np.zeros(B, np.float32)
+        self.reward = np.zeros(B, np.float32)
+        self.prng = seed_states(config.seed, B, STREAM_ACTIONS)
+        self.ones = np.ones(max(B, m), np.float32)
+        self.moments_table = signal_moments_table(B, m)
+        self.gate = np.ones(1, np.int32)
+        self.open_gate = np.ones(1, np.int32)
+        self.step_count = np.zeros(1, np.int64)
+        self.host_skips_gated = True  # host arrays: reading the gate is free
+        self.acc = np.zeros(N_ACC, np.float64)
+
+    def reset(self) -> None:
+        self.sim.reset()
+
+    # ---- the step
+    def keep_obs(self) -> None:
+        self.obs_t[...] = self.sim.obs
+
+    def join_obs(self) -> None:
+        pass  # host arrays: every operation is done when it returns
+
+    def act(self) -> None:
+        logits = RL.pi_logits(self.nets.state["params"], self.layout, self.sim.obs)
+        rl_pi_action_kernel(logits, self.prng, self.actions, self.logp)
+
+    def simulate(self) -> None:
+        self.sim.step(self.actions)
+
+    def accumulate(self) -> None:
+        s = self.sim
+        rl_accumulate_trades(s.output(OUT_TRADE_DONE), s.trade_pnl, s.reward, self.B, self.acc)
+
+    def join_accumulate(self) -> None:
+        pass
+
+    def scale_reward(self, scale: float) -> None:
+        rl_scale(self.sim.reward, self.B, scale, self.reward)
+
+    def k_gate(self, k: int) -> None:
+        rl_k_gate(self.isv, k, self.gate)
+
+    def gate_is_open(self) -> bool:
+        return bool(self.gate[0])
+
+    def learn(self, env: EnvBatch, mb: ReplayBatch, gate) -> LearnerOutputs:
+        r = RL.update(self.nets.state, self.isv, env, mb, self.layout, dtype=np.float32)
+        self.nets.state = {k: np.asarray(v, np.float32) if k != "adam_state" else v for k, v in r.state.items()}
+        self.isv[:] = r.isv
+        return r.out._replace(**{k: np.asarray(getattr(r.out, k), np.float32) for k in STEP_OUTPUTS})
+
+    def update_priorities(self, out: LearnerOutputs, gate) -> None:
+        self.replay.update_priorities(out.q_priority, self.M, gate)
+
+    def join_priorities(self) -> None:
+        pass
+
+    def moments(self, out: LearnerOutputs) -> None:
+        rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_table, self.isv)
+
+    def step_controllers(self) -> None:
+        reference_signal_emas(self.isv)
+        reference_controllers(self.isv)
+        self.step_count[0] += 1
+
+    def soft_update(self) -> None:
+        st = self.nets.state
+        st["target"] = np.asarray(RL.soft_update(st["target"], st["params"], self.layout.n_target, self.isv),
+                                  np.float32)
+
+    # ---- host side
+    def sync(self) -> None:
+        pass
+
+    def to_host(self, arr) -> np.ndarray:
+        return np.array(arr, copy=True)
+
+    def copy_in(self, arr, host: np.ndarray) -> None:
+        arr[...] = host

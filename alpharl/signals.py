@@ -1,0 +1,75 @@
+"""What one training step measures: step 14's batch statistics (into the ISV's
+obs slots, one ``rl_batch_moments_multi`` launch) and the run totals of closed
+trades that the diagnostics read as trainer metrics."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from alpharl import isv as S
+from alpharl.batches import LearnerOutputs
+from alpharl.cuda_kernels.reductions import MomentSlots, moments_table
+from alpharl.cuda_kernels.step_ops import ACC_REWARD, ACC_TRADE_PNL, ACC_TRADES, ACC_WINS
+from alpharl.sim.layout import OUT_TRADE_DONE
+
+
+class SignalMoment(NamedTuple):
+    """One batch statistic of step 14: its input, length, weights and ISV slots."""
+
+    x: str  #: the input: a learner output (entropy, kl, ratio, advantage, ret, td) or done / trade_pnl
+    minibatch: bool  #: length M (a replay minibatch) instead of B (the env batch)
+    slots: MomentSlots
+    by_trade_done: bool = False  #: weighted by the closed-trade flag (else all weights 1)
+
+
+#: Step 14's batch statistics, one block each of ``rl_batch_moments_multi`` (one launch for all).
+SIGNAL_MOMENTS = (
+    SignalMoment("entropy", False, MomentSlots(mean=S.RL_OBS_ENTROPY)),
+    SignalMoment("kl", False, MomentSlots(mean=S.RL_OBS_KL)),
+    SignalMoment("ratio", False, MomentSlots(max=S.RL_OBS_RATIO_MAX)),
+    SignalMoment("advantage", False, MomentSlots(var=S.RL_OBS_ADV_VAR)),
+    SignalMoment("ret", False, MomentSlots(var=S.RL_OBS_RETURN_VAR)),
+    SignalMoment("td", True, MomentSlots(kurt=S.RL_OBS_TD_KURTOSIS)),
+    SignalMoment("done", False, MomentSlots(mean=S.RL_OBS_DONE_RATE)),
+    SignalMoment("trade_pnl", False, MomentSlots(count=S.RL_OBS_TRADES, mean=S.RL_OBS_REWARD_PER_TRADE,
+                                                 neg_frac=S.RL_OBS_LOSS_RATE), by_trade_done=True),
+)
+
+
+def signal_moments_table(b: int, m: int) -> np.ndarray:
+    """int32 [len(SIGNAL_MOMENTS), MOM_COLS]: n and slots of step 14's statistics (built once per trainer)."""
+    return moments_table([(m if r.minibatch else b, r.slots) for r in SIGNAL_MOMENTS])
+
+
+def signal_inputs(out: LearnerOutputs, sim, ones) -> tuple[list, list]:
+    """(inputs, weights) of the SIGNAL_MOMENTS rows: the learner's outputs, the simulator's done and
+    closed-trade PnL; weights the closed-trade flag or ``ones`` (float32 [>= max(B, M)])."""
+    env = {"done": sim.done, "trade_pnl": sim.trade_pnl}
+    trade_done = sim.output(OUT_TRADE_DONE)
+    xs = [env[r.x] if r.x in env else getattr(out, r.x) for r in SIGNAL_MOMENTS]
+    return xs, [trade_done if r.by_trade_done else ones for r in SIGNAL_MOMENTS]
+
+
+#: Trainer metrics written to the diagnostics next to the ISV (name: meaning).
+METRICS = {
+    "pnl/total_reward": "sum over all backtests and steps of the reward (equity change after fees), $",
+    "pnl/total_trade_pnl": "sum of the PnL of every closed trade, $",
+    "pnl/equity_mean": "mean over backtests of the current episode's equity, $",
+    "trades/closed": "closed round trips so far (all backtests)",
+    "trades/win_rate": "fraction of closed trades with positive PnL",
+    "trades/pnl_mean": "mean PnL per closed trade, $",
+}
+
+
+def metrics(acc: np.ndarray, equity: np.ndarray) -> dict[str, float]:
+    """METRICS from the host run totals ``acc`` (float64 [N_ACC]) and the backtests' equity [B]."""
+    n = float(acc[ACC_TRADES])
+    return {
+        "pnl/total_reward": float(acc[ACC_REWARD]),
+        "pnl/total_trade_pnl": float(acc[ACC_TRADE_PNL]),
+        "pnl/equity_mean": float(np.mean(equity)),
+        "trades/closed": n,
+        "trades/win_rate": float(acc[ACC_WINS]) / n if n else float("nan"),
+        "trades/pnl_mean": float(acc[ACC_TRADE_PNL]) / n if n else float("nan"),
+    }
