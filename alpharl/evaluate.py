@@ -124,11 +124,9 @@ class NetPolicy:
         self.logp = np.zeros(b, np.float32)
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
-        from alpharl.reference.learner import _w, encode   # numba: see the note above
-        from alpharl.reference.nets import linear
+        from alpharl.reference.learner import pi_logits   # numba: see the note above
 
-        _, h = encode(self.params, self.layout, np.asarray(obs, np.float32))
-        return np.asarray(linear(h, *_w(self.params, self.layout, "pi.out")), np.float32)
+        return pi_logits(self.params, self.layout, np.asarray(obs, np.float32))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         logits = self.logits(obs)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from alpharl import isv as S
+from alpharl.backends.factory import resolve_backend
 from alpharl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
@@ -26,7 +27,8 @@ from alpharl.lobster.sample import load_embedded
 from alpharl.rundir import CHECKPOINT_FILE, default_run_dir, resume_config, write_config, write_summary
 from alpharl.sim.market import SyntheticMarket
 from alpharl.sizes import LN_N_ATOMS
-from alpharl.trainer import METRICS, IntegratedTrainer, resolve_backend
+from alpharl.signals import METRICS
+from alpharl.trainer import IntegratedTrainer
 
 
 def load_market(config: TrainConfig):

@@ -42,12 +42,7 @@ import numpy as np
 from alpharl.backends.factory import make_backend, resolve_backend
 from alpharl.config import TrainConfig
 from alpharl.graph import CapturedGraph
-from alpharl.signals import METRICS, SIGNAL_MOMENTS, signal_moments_table
 from alpharl.sizes import HIDDEN
-
-#: Importable from here as before the backends moved out (alpharl.run, cli/train.py, tests, benchmarks).
-__all__ = ["IntegratedTrainer", "METRICS", "SIGNAL_MOMENTS", "resolve_backend", "signal_moments_table"]
-
 
 class IntegratedTrainer:
     """B backtests + networks + replay + controllers; ``step()`` runs one training step."""

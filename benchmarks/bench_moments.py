@@ -24,7 +24,7 @@ from alpharl import isv as S
 from alpharl import target
 from alpharl.cuda_kernels.reductions import (MOM_COUNT, MOM_N, REDUCE_BLOCK, pad_moments_inputs,
                                              rl_batch_moments, rl_batch_moments_multi)
-from alpharl.trainer import SIGNAL_MOMENTS, signal_moments_table
+from alpharl.signals import SIGNAL_MOMENTS, signal_moments_table
 
 
 def _inputs(b: int, m: int, rng, stream):

@@ -9,7 +9,7 @@ from alpharl.cuda_kernels.reductions import (MOM_COLS, MOM_COUNT, MOM_N, MOMENTS
                                              MomentSlots, moments_table, pad_moments_inputs, rl_batch_moments,
                                              rl_batch_moments_multi, rl_l2_norm)
 from alpharl.reference import reductions as R
-from alpharl.trainer import SIGNAL_MOMENTS, signal_moments_table
+from alpharl.signals import SIGNAL_MOMENTS, signal_moments_table
 from support import assert_all_written, nonzero_uniform, poisoned
 
 
