@@ -1,10 +1,24 @@
-"""Helpers shared by the kernel tests."""
+"""Helpers shared by the tests: the run-wide seed, and poisoned outputs and finite differences
+for the kernel tests."""
+import zlib
+
 import numpy as np
 from numba import cuda
+
+#: Environment variable that fixes the run's seed (to replay a run, give it the header's value).
+SEED_ENV = "ALPHARL_TEST_SEED"
+#: Key of the run seed in an xdist worker's ``workerinput`` (conftest.pytest_configure_node).
+WORKER_SEED_KEY = "alpharl_seed"
 
 #: Poison for outputs: a test fills outputs with it, so an element a kernel
 #: failed to write is seen as NaN (floats) or this sentinel (ints).
 INT_POISON = -123456789
+
+
+def node_seed(run: int, nodeid: str) -> list[int]:
+    """Seed words of one test's generator: the run seed and a stable hash of the test's node id
+    (crc32: the same in every process, unlike the salted ``hash``)."""
+    return [run, zlib.crc32(nodeid.encode())]
 
 
 def poisoned(shape, dtype=np.float32):
