@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from alpharl.reference.lobsim import ReferenceLobSim
-from alpharl.sim import LobSim, SimParams, drain_fills
+from alpharl.sim.fills import drain_fills
+from alpharl.sim.lobsim import LobSim
 from alpharl.sim.market import replay_stream
+from alpharl.sim.params import SimParams
 from lobsim_helpers import check_invariants, device_actions, real_market
 
 PARAMS = SimParams(events_per_step=3, episode_steps=8, fills_log_capacity=16, latency_events=1)

@@ -8,8 +8,9 @@ from alpharl.cuda_kernels.lobsim.synthetic import lobsim_synth_flow, lobsim_synt
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, EV_CANCEL, EV_DELETE, EV_EXEC, EV_NEW
 from alpharl.prng import seed_states
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
-from alpharl.sim import SyntheticMarket, SynthParams
 from alpharl.sim import layout as L
+from alpharl.sim.market import SyntheticMarket
+from alpharl.sim.params import SynthParams
 from alpharl.sim.streams import STREAM_SYNTH
 from support import assert_all_written, poisoned
 

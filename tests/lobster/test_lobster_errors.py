@@ -3,8 +3,9 @@ import zipfile
 
 import pytest
 
-from alpharl.lobster import LobsterFormatError, load_lobster
+from alpharl.lobster.errors import LobsterFormatError
 from alpharl.lobster.format import ASK_PAD_PRICE, BID_PAD_PRICE
+from alpharl.lobster.load import load_lobster
 
 
 def load_error(path, **kw) -> str:

@@ -3,9 +3,10 @@ import zipfile
 
 import numpy as np
 
-from alpharl.lobster import load_embedded, load_lobster
 from alpharl.lobster.format import EV_CANCEL, EV_DELETE, EV_EXEC, EV_NEW
+from alpharl.lobster.load import load_lobster
 from alpharl.lobster.make_sample import cut
+from alpharl.lobster.sample import load_embedded
 from alpharl.lobster.stats import clock, describe, unknown_order_fraction
 
 
