@@ -1,5 +1,10 @@
 """One suite, two targets: kernels run on a GPU when present, else under Numba's
-CUDA simulator. ``ALPHARL_TARGET=sim|gpu`` forces either (see alpharl.target)."""
+CUDA simulator. ``ALPHARL_TARGET=sim|gpu`` forces either (see alpharl.target).
+
+Random inputs replay: one seed per run (``ALPHARL_TEST_SEED``, else drawn once by
+the controlling process and shown in the header) reaches every pytest-xdist
+worker, and each test's generator is seeded by (run seed, crc32 of its node id),
+which is the same in every process (``hash`` is salted per process)."""
 import os
 
 import alpharl  # noqa: F401,I001  (first: chooses the numba target and BLAS threads before numpy/numba load)
@@ -8,12 +13,36 @@ from alpharl import target
 import numpy as np
 import pytest
 
-_SEED = int(os.environ.get("ALPHARL_TEST_SEED", np.random.SeedSequence().entropy % (2**32)))
+from support import SEED_ENV, WORKER_SEED_KEY, node_seed
+
+_SEED = pytest.StashKey[int]()
+
+
+def pytest_configure(config):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:  # an xdist worker: the controller's seed, never its own draw
+        seed = int(worker[WORKER_SEED_KEY])
+    elif SEED_ENV in os.environ:
+        seed = int(os.environ[SEED_ENV])
+    else:
+        seed = int(np.random.SeedSequence().entropy % (2**32))
+    config.stash[_SEED] = seed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist (controller side): hand the run seed to each worker as it starts."""
+    node.workerinput[WORKER_SEED_KEY] = node.config.stash[_SEED]
+
+
+def run_seed(config) -> int:
+    """The seed of this run, the same in the controller and every worker."""
+    return config.stash[_SEED]
 
 
 def pytest_report_header(config):
     return [f"alpharl target: {target.active()}  (ALPHARL_TARGET={os.environ.get('ALPHARL_TARGET', 'auto')})",
-            f"random inputs seed: ALPHARL_TEST_SEED={_SEED}"]
+            f"random inputs seed: {SEED_ENV}={run_seed(config)}"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,4 +59,4 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def rng(request):
     """Fresh random inputs per run (seed shown in the header; set ALPHARL_TEST_SEED to replay)."""
-    return np.random.default_rng([_SEED, abs(hash(request.node.nodeid)) % (2**32)])
+    return np.random.default_rng(node_seed(run_seed(request.config), request.node.nodeid))

@@ -1,10 +1,56 @@
-"""Helpers shared by the kernel tests."""
+"""Helpers shared by the tests: the run-wide seed, the real LOBSTER samples, and poisoned
+outputs and finite differences for the kernel tests."""
+import zlib
+from pathlib import Path
+
 import numpy as np
+import pytest
 from numba import cuda
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The real LOBSTER sample zips, when kept beside the repository (see SOURCES.md there).
+LOBSTER_SAMPLES = ROOT.parent / "shared" / "data" / "lobster"
+#: The first CUT_EVENTS events of each of them, in the repository (tests/data/README.md).
+LOBSTER_CUTS = ROOT / "tests" / "data" / "lobster"
+CUT_EVENTS = 3_000
+AMZN1, AMZN5 = "LOBSTER_SampleFile_AMZN_2012-06-21_1.zip", "LOBSTER_SampleFile_AMZN_2012-06-21_5.zip"
+GOOG1, GOOG5 = "LOBSTER_SampleFile_GOOG_2012-06-21_1.zip", "LOBSTER_SampleFile_GOOG_2012-06-21_5.zip"
+GOOG10 = "LOBSTER_SampleFile_GOOG_2012-06-21_10.zip"
+#: The real samples: zip name -> (levels, events), as documented beside them.
+REAL_SAMPLES = {AMZN1: (1, 57_515), AMZN5: (5, 155_935), GOOG1: (1, 49_482), GOOG5: (5, 112_673),
+                GOOG10: (10, 147_916)}
+
+#: Environment variable that fixes the run's seed (to replay a run, give it the header's value).
+SEED_ENV = "ALPHARL_TEST_SEED"
+#: Key of the run seed in an xdist worker's ``workerinput`` (conftest.pytest_configure_node).
+WORKER_SEED_KEY = "alpharl_seed"
 
 #: Poison for outputs: a test fills outputs with it, so an element a kernel
 #: failed to write is seen as NaN (floats) or this sentinel (ints).
 INT_POISON = -123456789
+
+
+def node_seed(run: int, nodeid: str) -> list[int]:
+    """Seed words of one test's generator: the run seed and a stable hash of the test's node id
+    (crc32: the same in every process, unlike the salted ``hash``)."""
+    return [run, zlib.crc32(nodeid.encode())]
+
+
+def cut_path(name: str) -> Path:
+    """Where the cut of the real sample ``name`` lies in the repository."""
+    return LOBSTER_CUTS / name.replace("LOBSTER_SampleFile_", "").replace(".zip", "_cut.zip")
+
+
+def real_sample(name: str) -> tuple[Path, int]:
+    """(path, events) of the real LOBSTER sample ``name``: the whole file beside the repository
+    when it is there, else its cut in the repository; skips the test when neither is."""
+    full = LOBSTER_SAMPLES / name
+    if full.is_file():
+        return full, REAL_SAMPLES[name][1]
+    cut = cut_path(name)
+    if cut.is_file():
+        return cut, CUT_EVENTS
+    pytest.skip(f"LOBSTER sample {name}: neither in {LOBSTER_SAMPLES} nor cut in {LOBSTER_CUTS}")
 
 
 def poisoned(shape, dtype=np.float32):

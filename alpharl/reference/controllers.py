@@ -15,6 +15,7 @@ from alpharl.cuda_kernels.controllers import per as PER
 from alpharl.cuda_kernels.controllers import ppo as PPO
 from alpharl.cuda_kernels.controllers import target_tau as TAU
 from alpharl.cuda_kernels.controllers import v_blend as VB
+from alpharl.cuda_kernels.controllers.signals import COL_DST, COL_GATE, COL_SRC
 
 f32 = np.float32
 
@@ -90,8 +91,6 @@ def rl_lr_controller(isv, q_signal_slot, pi_signal_slot, v_signal_slot, bce_sign
 
 
 def rl_signal_ema(isv, table, beta, n_rows):
-    from alpharl.cuda_kernels.controllers.signals import COL_DST, COL_GATE, COL_SRC
-
     bad = 0.0
     snapshot = isv.copy()  # rows read the ISV as it was at launch (sources and destinations are disjoint)
     for r in range(n_rows):
@@ -181,10 +180,5 @@ def rl_k_loop_controller(isv):
     isv[S.RL_K_LOOP_MULT] = _clamp(mult, S.K_FIXED_POINT, S.K_MAX * S.K_FIXED_POINT)
 
 
-def k_of(isv):
-    """K = clamp(round(isv[404] / 2048), 1, K_MAX)."""
-    return int(min(max(int(round(float(f32(isv[S.RL_K_LOOP_MULT] / f32(S.K_FIXED_POINT))))), 1), S.K_MAX))
-
-
 def rl_k_gate(isv, k, gate):
-    gate[0] = 1 if k < k_of(isv) else 0
+    gate[0] = 1 if k < S.decode_k(isv) else 0

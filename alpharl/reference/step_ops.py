@@ -1,6 +1,8 @@
 """NumPy references of cuda_kernels/step_ops.py."""
 import numpy as np
 
+from alpharl.cuda_kernels.step_ops import ACC_REWARD, ACC_TRADE_PNL, ACC_TRADES, ACC_WINS
+
 
 def rl_scale(x, n, scale, out):
     out[:n] = np.asarray(x[:n], np.float32) * np.float32(scale)
@@ -11,8 +13,6 @@ def rl_step_tick(counter):
 
 
 def rl_accumulate_trades(trade_done, trade_pnl, reward, n, acc):
-    from alpharl.cuda_kernels.step_ops import ACC_REWARD, ACC_TRADE_PNL, ACC_TRADES, ACC_WINS
-
     closed = np.asarray(trade_done[:n]) > 0
     pnl = np.asarray(trade_pnl[:n], np.float64)
     acc[ACC_TRADES] += closed.sum()

@@ -1,7 +1,7 @@
 """The agent's side of the simulator, one backtest per thread: actions, order
 activation (latency), queue-position fills per event, market orders walking
 the depth, accounting and the fills log. The semantics are documented once,
-in alpharl.reference.lobsim (the NumPy twin of these device functions).
+in alpharl.reference.lobsim.step; their NumPy twins are in alpharl.reference.lobsim.agent.
 
 Every function here works on the thread's register copy of its backtest's
 state (see lobsim_step): ``st`` int32[N_STATE_I] and ``fs`` float64[N_STATE_F]

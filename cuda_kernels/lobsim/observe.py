@@ -1,5 +1,5 @@
 """The observation vector of SPEC §3.5, written by one thread per backtest.
-Layout (named offsets) in alpharl.sim.layout; NumPy twin in alpharl.reference.lobsim."""
+Layout (named offsets) in alpharl.sim.layout; NumPy twin in alpharl.reference.lobsim.observe."""
 from __future__ import annotations
 
 import math

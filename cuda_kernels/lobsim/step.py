@@ -6,7 +6,7 @@ are the whole day, shared read-only by every backtest, and a backtest's
 snapshot row is its cursor. For the synthetic market they are the per-step
 tables ``lobsim_synth_flow`` wrote, ``E + 1`` rows per backtest (row 0 = the
 book before the step). The semantics of a step are documented in
-alpharl.reference.lobsim, the NumPy twin these kernels are tested against.
+alpharl.reference.lobsim.step, the NumPy twin these kernels are tested against.
 
 Register-resident state. A thread copies its backtest's whole state
 (``si[:, b]``, ``sf[:, b]``, ``rng[b]``) and the packed parameters into

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 from numba import cuda
@@ -12,25 +11,27 @@ from alpharl.lobster.load import load_lobster
 from alpharl.lobster.market import MarketData
 from alpharl.lobster.sample import load_embedded
 from alpharl.sim import layout as L
-from support import poisoned
+from support import AMZN5, LOBSTER_SAMPLES, poisoned, real_sample
 
-#: The real LOBSTER sample files kept beside the repository (see SOURCES.md there).
-SAMPLES = Path(__file__).parents[3] / "shared/data/lobster"
-AMZN5 = "LOBSTER_SampleFile_AMZN_2012-06-21_5.zip"
-GOOG10 = "LOBSTER_SampleFile_GOOG_2012-06-21_10.zip"
 #: Price unit per tick of the hand-made markets (LOBSTER units: $0.01).
 TICK = 100
 
 
 @functools.lru_cache(maxsize=None)
 def _load(name: str) -> MarketData:
-    path = SAMPLES / name
-    return load_lobster(path) if path.is_file() else load_embedded()
+    if name == AMZN5 and not (LOBSTER_SAMPLES / name).is_file():
+        return load_embedded()  # its first 30,000 events: more room than the cut
+    path, _ = real_sample(name)
+    # The Arrow cache for the whole files only: a cut in the repository parses at once.
+    return load_lobster(path, cache=path.parent == LOBSTER_SAMPLES)
 
 
 def real_market(name: str = AMZN5, start: int = 20_000, rows: int = 3_000) -> MarketData:
-    """A window of a real LOBSTER sample (the embedded sample when the zips are absent)."""
+    """A window of a real LOBSTER sample: the whole file beside the repository, else the
+    embedded sample (AMZN level 5) or the sample's cut in the repository (support.real_sample);
+    ``start`` and ``rows`` shrink to what the data holds."""
     md = _load(name)
+    rows = min(rows, md.n_events)
     start = min(start, md.n_events - rows)
     return md.window(start, start + rows)
 

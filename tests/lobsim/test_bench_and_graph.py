@@ -6,7 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import cuda
 
+from alpharl.graph import CapturedGraph
 from alpharl.sim.lobsim import LobSim
 from alpharl.sim.params import SimParams
 from lobsim_helpers import device_actions, real_market
@@ -29,10 +31,6 @@ def test_bench_sim_quick_smoke(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_graph_replay_equals_eager(rng):
-    from numba import cuda
-
-    from alpharl.graph import CapturedGraph
-
     market = real_market(rows=3_000)
     params = SimParams(events_per_step=8, episode_steps=12, fills_log_capacity=16, latency_events=1)
     B, T = 64, 6

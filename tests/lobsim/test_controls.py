@@ -14,7 +14,7 @@ from alpharl.sim.driver import run_script
 from alpharl.sim.fills import FILLS_SCHEMA, FillsLog, read_fills
 from alpharl.sim.lobsim import LobSim
 from alpharl.sim.params import SimParams
-from lobsim_helpers import make_market
+from lobsim_helpers import make_market, real_market
 
 BUY, SELL = 1, -1
 BOOK = [102, 500, 100, 300, 103, 100, 99, 100]   # ask 102x500 / bid 100x300, second levels 103 / 99
@@ -150,8 +150,6 @@ def test_forced_flatten_switch(kind, flatten):
 
 @pytest.mark.slow
 def test_scripted_driver_same_on_gpu_and_reference(rng):
-    from lobsim_helpers import real_market
-
     market = real_market(rows=1_500)
     params = SimParams(events_per_step=4, episode_steps=10, fills_log_capacity=32)
     B, T = 4, 25

@@ -8,12 +8,10 @@ from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import layout as L
 from alpharl.sim.fills import drain_fills
 from alpharl.sim.lobsim import LobSim
-from alpharl.sim.market import SyntheticMarket
-from alpharl.sim.market import replay_stream
+from alpharl.sim.market import SyntheticMarket, replay_stream
 from alpharl.sim.params import SimParams, SynthParams
-from lobsim_helpers import (AMZN5, GOOG10, check_invariants, compare_states, device_actions, poison_outputs,
-                            real_market)
-from support import assert_all_written
+from lobsim_helpers import check_invariants, compare_states, device_actions, poison_outputs, real_market
+from support import AMZN5, GOOG10, assert_all_written
 
 CONFIGS = {
     "amzn5-probabilistic": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,

@@ -7,7 +7,7 @@ from alpharl.cuda_kernels.lobsim.step import SIM_BLOCK, sim_grid
 from alpharl.cuda_kernels.lobsim.synthetic import lobsim_synth_flow, lobsim_synth_reset
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, EV_CANCEL, EV_DELETE, EV_EXEC, EV_NEW
 from alpharl.prng import STREAM_SYNTH, seed_states
-from alpharl.reference.lobsim import _ReferenceSynth
+from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket
 from alpharl.sim.params import SynthParams
@@ -21,7 +21,7 @@ def test_synth_flow_matches_reference(rng):
                          cancel_rate=int(rng.integers(1, 4)), market_rate=int(rng.integers(2, 12)),
                          max_size_units=int(rng.integers(1, 6)), start_size_units=int(rng.integers(1, 4)))
     seed = int(rng.integers(1, 2**31))
-    ref = _ReferenceSynth(SyntheticMarket(params), B, E, seed)
+    ref = ReferenceSynth(SyntheticMarket(params), B, E, seed)
     ref.reset()
     rows = B * (E + 1)
     sp = cuda.to_device(L.pack_synth(params))

@@ -1,4 +1,4 @@
-"""Fixtures of the LOBSTER tests: the real sample zips, and small editable pairs."""
+"""Fixtures of the LOBSTER tests: small editable pairs (the real samples: support.real_sample)."""
 from __future__ import annotations
 
 import copy
@@ -10,23 +10,8 @@ import pytest
 
 from alpharl.lobster.sample import embedded_sample_path
 
-#: The real LOBSTER sample files kept beside the repository (see SOURCES.md there).
-SAMPLES = Path(__file__).parents[3] / "shared/data/lobster"
 SMALL_ROWS = 40
 BASE = "AMZN_2012-06-21_34200000_57600000"
-
-
-@pytest.fixture
-def real_zip():
-    """``real_zip(name)``: the path of a real LOBSTER sample zip; skips the test when it is absent."""
-
-    def find(name: str) -> Path:
-        path = SAMPLES / name
-        if not path.is_file():
-            pytest.skip(f"real LOBSTER sample {name} not found in {SAMPLES}")
-        return path
-
-    return find
 
 
 @dataclass

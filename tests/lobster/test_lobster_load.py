@@ -8,19 +8,11 @@ import pytest
 from alpharl.lobster.errors import LobsterFormatError
 from alpharl.lobster.format import ASK_PAD_PRICE, BID_PAD_PRICE, EV_DELETE, EV_HALT
 from alpharl.lobster.load import load_lobster
-from alpharl.lobster.market import MarketData
-from alpharl.lobster.market import FIELD_DTYPES
+from alpharl.lobster.market import FIELD_DTYPES, MarketData
 from alpharl.lobster.sample import embedded_sample_path, load_embedded
 from alpharl.lobster.stats import unknown_order_fraction
-
-#: (zip, levels, rows) as documented beside the samples (SOURCES.md).
-REAL_ZIPS = [
-    ("LOBSTER_SampleFile_AMZN_2012-06-21_1.zip", 1, 57_515),
-    ("LOBSTER_SampleFile_AMZN_2012-06-21_5.zip", 5, 155_935),
-    ("LOBSTER_SampleFile_GOOG_2012-06-21_1.zip", 1, 49_482),
-    ("LOBSTER_SampleFile_GOOG_2012-06-21_5.zip", 5, 112_673),
-    ("LOBSTER_SampleFile_GOOG_2012-06-21_10.zip", 10, 147_916),
-]
+from alpharl.lobster.validate import infer_tick, validate_arrays
+from support import AMZN1, AMZN5, REAL_SAMPLES, real_sample
 
 
 def assert_same(a: MarketData, b: MarketData):
@@ -30,9 +22,12 @@ def assert_same(a: MarketData, b: MarketData):
         assert x.dtype == y.dtype and np.array_equal(x, y), name
 
 
-@pytest.mark.parametrize("name,levels,rows", REAL_ZIPS, ids=[z[0][19:-4] for z in REAL_ZIPS])
-def test_real_zips_load_with_documented_row_counts(real_zip, name, levels, rows):
-    md = load_lobster(real_zip(name), cache=False)
+@pytest.mark.parametrize("name", REAL_SAMPLES, ids=[name[19:-4] for name in REAL_SAMPLES])
+def test_real_zips_load_with_documented_row_counts(name):
+    """The whole sample (or its cut in the repository) has the documented rows and levels."""
+    path, rows = real_sample(name)
+    levels = REAL_SAMPLES[name][0]
+    md = load_lobster(path, cache=False)
     assert md.n_events == rows and md.levels == levels
     assert md.ticker == name.split("_")[2] and md.date == "2012-06-21"
     assert md.tick == 100  # $0.01
@@ -40,11 +35,11 @@ def test_real_zips_load_with_documented_row_counts(real_zip, name, levels, rows)
     for field, dtype in FIELD_DTYPES.items():
         assert getattr(md, field).dtype == dtype, field
     assert (np.diff(md.time) >= 0).all() and (md.best_bid() < md.best_ask()).all()
-    assert md.source.endswith(name)
+    assert md.source.endswith(path.name)
 
 
-def test_zip_csv_pair_and_directory_give_identical_arrays(real_zip, tmp_path):
-    source = real_zip("LOBSTER_SampleFile_AMZN_2012-06-21_1.zip")
+def test_zip_csv_pair_and_directory_give_identical_arrays(tmp_path):
+    source, _ = real_sample(AMZN1)
     with zipfile.ZipFile(source) as zf:
         zf.extractall(tmp_path)
     from_zip = load_lobster(source, cache=False)
@@ -54,12 +49,14 @@ def test_zip_csv_pair_and_directory_give_identical_arrays(real_zip, tmp_path):
         assert_same(load_lobster(path, cache=False), from_zip)
 
 
-def test_embedded_sample_is_the_first_30000_events_of_amzn_level_5(real_zip):
+def test_embedded_sample_is_the_first_30000_events_of_amzn_level_5():
+    """Against the whole file when it is beside the repository, else against its cut (first events)."""
     assert embedded_sample_path().is_file()
     sample = load_embedded(cache=False)
     assert (sample.ticker, sample.levels, sample.n_events) == ("AMZN", 5, 30_000)
-    full = load_lobster(real_zip("LOBSTER_SampleFile_AMZN_2012-06-21_5.zip"), cache=False)
-    assert_same(sample, full.window(0, 30_000))
+    path, rows = real_sample(AMZN5)
+    n = min(rows, sample.n_events)
+    assert_same(sample.window(0, n), load_lobster(path, cache=False).window(0, n))
 
 
 def test_marketdata_helpers(small_pair, tmp_path):
@@ -146,7 +143,5 @@ def test_marketdata_by_hand_casts_dtypes_and_leaves_caller_arrays_writable(rng):
     assert md.event_type.dtype == np.int8 and md.size.dtype == np.int32 and md.book.dtype == np.int64
     time[0] = 1.0  # the caller's array stays writable; md holds its own read-only view
     assert not md.book.flags.writeable
-    from alpharl.lobster.validate import infer_tick, validate_arrays
-
     validate_arrays(md.time, md.event_type, md.order_id, md.size, md.price, md.direction, md.book, levels)
     assert infer_tick(md.book) == 100

@@ -1,0 +1,262 @@
+"""NumPy twin of cuda_kernels/lobsim/agent.py: the agent's orders, their activation, their fills
+per event, market orders walking the depth, the accounting and the fills log.
+
+Each function updates the host state of a :class:`~alpharl.reference.lobsim.step.ReferenceLobSim`
+``sim`` (``state_i`` / ``state_f`` rows named by alpharl.sim.layout, ``rng``, the fills ring),
+vectorised over the backtests it is given; ``closed`` bool[B] marks the backtests whose episode
+ended at an earlier event of this step. The rules are those of step.py's docstring.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl import actions as A
+from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE
+from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32_np
+from alpharl.reference.lobsim.book import best_opposite, col, level_cap, level_size
+from alpharl.sim import layout as L
+
+_I32 = np.int32
+
+
+def book_fill(sim, idx, side, qty, px, maker, ahead, oid, qa0):
+    """Book fills of qty[k] shares at px[k] ticks for backtests idx[k] (qty 0: no-op), clipped
+    at flat when they reduce the position. ``side``/``maker`` scalars or arrays; the fill
+    record's row is the cursor + ``ahead`` (1 for a fill by the event being replayed)."""
+    si, sf = sim.state_i, sim.state_f
+    side = np.broadcast_to(np.asarray(side, _I32), idx.shape)
+    maker = np.broadcast_to(np.asarray(maker, bool), idx.shape)
+    inv0 = si[L.S_INVENTORY, idx].astype(np.int64)
+    reducing = (inv0 != 0) & (np.sign(inv0) == -side)
+    qty = np.where(reducing, np.minimum(qty, np.abs(inv0)), qty).astype(np.int64)
+    keep = qty > 0
+    idx, side, maker, inv0, reducing, qty = idx[keep], side[keep], maker[keep], inv0[keep], reducing[keep], qty[keep]
+    px, oid, qa0 = (np.broadcast_to(np.asarray(v), keep.shape)[keep] for v in (px, oid, qa0))
+    if idx.size == 0:
+        return
+    price = px.astype(np.float64) * sim.tick_dollars
+    notional = qty.astype(np.float64) * price
+    rate = np.where(maker, sim.fp[L.FP_MAKER_FEE], sim.fp[L.FP_TAKER_FEE])
+    base = qty.astype(np.float64) if sim.ip[L.IP_FEE_MODE] == L.FEE_PER_SHARE else notional
+    fee = rate * base
+    sf[L.F_CASH, idx] = sf[L.F_CASH, idx] - side * notional - fee
+    avg = sf[L.F_AVG_PX, idx]
+    held = np.abs(inv0).astype(np.float64)
+    inv1 = inv0 + side * qty
+    grown = (avg * held + price * qty.astype(np.float64)) / (held + qty.astype(np.float64))
+    gain = qty.astype(np.float64) * (price - avg) * np.sign(inv0)
+    sf[L.F_REALISED, idx] = sf[L.F_REALISED, idx] + np.where(reducing, gain, 0.0) - fee
+    sf[L.F_AVG_PX, idx] = np.where(reducing, np.where(inv1 == 0, 0.0, avg), grown)
+    sf[L.F_FEES, idx] += fee
+    si[L.S_INVENTORY, idx] = inv1
+    si[L.S_BOUGHT, idx] += np.where(side == L.SIDE_BUY, qty, 0).astype(_I32)
+    si[L.S_SOLD, idx] += np.where(side == L.SIDE_SELL, qty, 0).astype(_I32)
+    si[L.S_WAS_OPEN, idx] |= (inv1 != 0).astype(_I32)
+    cap = sim.ip[L.IP_FILL_CAP]
+    if cap > 0:
+        slot = si[L.S_FILL_HEAD, idx] % cap
+        rec = sim.fills_i[idx, slot]
+        rec[:, L.FL_STEP] = si[L.S_STEP, idx]
+        rec[:, L.FL_ROW] = si[L.S_CURSOR, idx] + ahead
+        rec[:, L.FL_OID] = oid
+        rec[:, L.FL_SIDE] = side
+        rec[:, L.FL_PRICE] = px
+        rec[:, L.FL_QTY] = qty
+        rec[:, L.FL_MAKER] = maker
+        rec[:, L.FL_QA0] = qa0
+        sim.fills_i[idx, slot] = rec
+        sim.fills_f[idx, slot] = fee
+        si[L.S_FILL_HEAD, idx] += 1
+
+
+def close_if_flat(sim, closed):
+    """A position back at flat after being open ends the episode: cancel every order."""
+    si = sim.state_i
+    now = ~closed & (si[L.S_WAS_OPEN] != 0) & (si[L.S_INVENTORY] == 0)
+    closed |= now
+    for r in (L.S_BUY_QTY, L.S_SELL_QTY, L.S_MKT_QTY, L.S_MKT_FLAT):
+        si[r, now] = 0
+
+
+def walk(sim, idx, side, qty, rows, flatten, oid):
+    """Taker order(s) of qty[k] shares, side[k], walking the visible depth of rows[k].
+    A flatten fills what the depth cannot at the deepest visible price (or, with
+    that side empty, at the best price of the other side)."""
+    si = sim.state_i
+    if idx.size == 0:
+        return
+    inv = si[L.S_INVENTORY, idx]
+    reducing = (inv != 0) & (np.sign(inv) == -side)
+    rem = np.where(reducing, np.minimum(qty, np.abs(inv)), qty).astype(np.int64)
+    last_px = np.zeros(idx.size, np.int64)
+    has_last = np.zeros(idx.size, bool)
+    for lv in range(sim.levels):
+        pc = np.where(side == L.SIDE_BUY, col(lv, ASK_PRICE), col(lv, BID_PRICE))
+        zc = np.where(side == L.SIDE_BUY, col(lv, ASK_SIZE), col(lv, BID_SIZE))
+        p = sim.book[rows, pc].astype(np.int64)
+        z = sim.book[rows, zc].astype(np.int64)
+        valid = np.where(side == L.SIDE_BUY, p != L.ASK_EMPTY, p != L.BID_EMPTY)
+        take = np.where(valid, np.minimum(rem, z), 0)
+        book_fill(sim, idx, side, take, p, False, 0, oid, 0)
+        rem -= take
+        last_px = np.where(valid, p, last_px)
+        has_last |= valid
+    if flatten:
+        other = np.where(side == L.SIDE_BUY, sim.book[rows, BID_PRICE], sim.book[rows, ASK_PRICE])
+        other_ok = np.where(side == L.SIDE_BUY, other != L.BID_EMPTY, other != L.ASK_EMPTY)
+        px = np.where(has_last, last_px, other)
+        ok = (rem > 0) & (has_last | other_ok)
+        book_fill(sim, idx, side, np.where(ok, rem, 0), px, False, 0, oid, 0)
+
+
+def place_orders(sim, act, row0):
+    """Rule 1: the actions ``act`` int32[B] on the snapshots ``row0`` the agent saw."""
+    si, p = sim.state_i, sim.params
+    lot, maxp = p.lot_size, p.max_position
+    live_at = si[L.S_CURSOR] + p.latency_events
+    new_oid = si[L.S_NEXT_OID].copy()
+    inv = si[L.S_INVENTORY].astype(np.int64)
+    mkt = si[L.S_MKT_QTY].astype(np.int64)
+    flat_pending = si[L.S_MKT_FLAT] != 0
+    buy_q, sell_q = si[L.S_BUY_QTY].astype(np.int64), si[L.S_SELL_QTY].astype(np.int64)
+    ask1 = sim.book[row0, ASK_PRICE].astype(np.int64)
+    bid1 = sim.book[row0, BID_PRICE].astype(np.int64)
+    has_ask, has_bid = ask1 != L.ASK_EMPTY, bid1 != L.BID_EMPTY
+    refused = np.zeros(sim.B, bool)
+    placed = np.zeros(sim.B, bool)
+
+    # market orders join the pending market order (or become it)
+    for code, side in ((A.MARKET_BUY, L.SIDE_BUY), (A.MARKET_SELL, L.SIDE_SELL)):
+        want = act == code
+        if side == L.SIDE_BUY:
+            ok = has_ask & (inv + buy_q + np.maximum(mkt, 0) + lot <= maxp)
+        else:
+            ok = has_bid & (inv - sell_q + np.minimum(mkt, 0) - lot >= -maxp)
+        go = want & ok & ~flat_pending
+        refused |= want & ~go
+        fresh = go & (mkt == 0)
+        placed |= fresh
+        si[L.S_MKT_QTY] = np.where(go, mkt + side * lot, si[L.S_MKT_QTY])
+        si[L.S_MKT_LIVE_AT] = np.where(go, live_at, si[L.S_MKT_LIVE_AT])
+        si[L.S_MKT_OID] = np.where(fresh, new_oid, si[L.S_MKT_OID])
+
+    # limit orders: join / improve, replacing the side's resting order
+    spread = ask1 - bid1
+    for codes, side, base in (((A.JOIN_BID, A.IMPROVE_BID), L.SIDE_BUY, L.S_BUY_PX),
+                              ((A.JOIN_ASK, A.IMPROVE_ASK), L.SIDE_SELL, L.S_SELL_PX)):
+        join, improve = act == codes[0], act == codes[1]
+        want = join | improve
+        if side == L.SIDE_BUY:
+            px = bid1 + (improve & (~has_ask | (spread > 1)))
+            ok = has_bid & (inv + np.maximum(mkt, 0) + lot <= maxp)
+        else:
+            px = ask1 - (improve & (~has_bid | (spread > 1)))
+            ok = has_ask & (inv + np.minimum(mkt, 0) - lot >= -maxp)
+        same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px)
+        go = want & ok & ~same
+        refused |= want & ~ok
+        placed |= go
+        si[base + L.O_PX] = np.where(go, px, si[base + L.O_PX])
+        si[base + L.O_QTY] = np.where(go, lot, si[base + L.O_QTY])
+        si[base + L.O_QA] = np.where(go, 0, si[base + L.O_QA])
+        si[base + L.O_QA0] = np.where(go, 0, si[base + L.O_QA0])
+        si[base + L.O_LIVE_AT] = np.where(go, live_at, si[base + L.O_LIVE_AT])
+        si[base + L.O_OID] = np.where(go, new_oid, si[base + L.O_OID])
+
+    # cancel / flatten: drop both resting orders; flatten replaces any pending market order
+    cancel = (act == A.CANCEL) | (act == A.FLATTEN)
+    si[L.S_BUY_QTY] = np.where(cancel, 0, si[L.S_BUY_QTY])
+    si[L.S_SELL_QTY] = np.where(cancel, 0, si[L.S_SELL_QTY])
+    flatten = act == A.FLATTEN
+    go = flatten & (inv != 0)
+    placed |= go
+    si[L.S_MKT_FLAT] = np.where(flatten, go, si[L.S_MKT_FLAT])
+    si[L.S_MKT_QTY] = np.where(flatten, 0, si[L.S_MKT_QTY])
+    si[L.S_MKT_LIVE_AT] = np.where(flatten, live_at, si[L.S_MKT_LIVE_AT])
+    si[L.S_MKT_OID] = np.where(go, new_oid, si[L.S_MKT_OID])
+
+    si[L.S_NEXT_OID] += placed
+    si[L.S_REFUSED] += refused
+
+
+def activate(sim, rows, closed):
+    """Rule 2: pending orders whose latency has passed go live on the snapshots ``rows``."""
+    si = sim.state_i
+    cur = si[L.S_CURSOR]
+    b = sim.backtests
+    # pending market order
+    pend = ~closed & ((si[L.S_MKT_QTY] != 0) | (si[L.S_MKT_FLAT] != 0)) & (si[L.S_MKT_LIVE_AT] <= cur)
+    idx = b[pend]
+    if idx.size:
+        flat = si[L.S_MKT_FLAT, idx] != 0
+        inv = si[L.S_INVENTORY, idx]
+        q = np.where(flat, -inv, si[L.S_MKT_QTY, idx])
+        oid = si[L.S_MKT_OID, idx]
+        si[L.S_MKT_QTY, idx] = 0
+        si[L.S_MKT_FLAT, idx] = 0
+        for fl in (False, True):
+            sel = (flat == fl) & (q != 0)
+            walk(sim, idx[sel], np.sign(q[sel]).astype(_I32), np.abs(q[sel]), rows[idx[sel]], fl, oid[sel])
+        close_if_flat(sim, closed)
+    # limit orders going live
+    for side, base in ((L.SIDE_BUY, L.S_BUY_PX), (L.SIDE_SELL, L.S_SELL_PX)):
+        la = si[base + L.O_LIVE_AT]
+        go = ~closed & (si[base + L.O_QTY] > 0) & (la != L.LIVE) & (la <= cur)
+        idx = b[go]
+        if not idx.size:
+            continue
+        r = rows[idx]
+        px = si[base + L.O_PX, idx]
+        opp, empty = best_opposite(sim.book, r, side)
+        marketable = (opp != empty) & ((opp <= px) if side == L.SIDE_BUY else (opp >= px))
+        qa = level_size(sim.book, r, side, px, sim.levels)
+        si[base + L.O_QA, idx] = np.where(marketable, 0, qa)
+        si[base + L.O_QA0, idx] = np.where(marketable, 0, qa)
+        si[base + L.O_LIVE_AT, idx] = L.LIVE
+        t = idx[marketable]
+        book_fill(sim, t, side, si[base + L.O_QTY, t].astype(np.int64), opp[marketable], False, 0,
+                   si[base + L.O_OID, t], 0)
+        si[base + L.O_QTY, t] = 0
+        close_if_flat(sim, closed)
+
+
+def order_event(sim, side, r0, r1, closed):
+    """Rule 3 for the resting orders of ``side``: the event of rows ``r1`` (book before it: ``r0``)."""
+    si, ip = sim.state_i, sim.ip
+    base = L.S_BUY_PX if side == L.SIDE_BUY else L.S_SELL_PX
+    live = ~closed & (si[base + L.O_QTY] > 0) & (si[base + L.O_LIVE_AT] == L.LIVE)
+    idx = sim.backtests[live]
+    if not idx.size:
+        return
+    ev = sim.events[r1[idx]]
+    t, d, s, p = (ev[:, k].astype(np.int64) for k in (L.EV_TYPE, L.EV_DIR, L.EV_SIZE, L.EV_PRICE))
+    px = si[base + L.O_PX, idx].astype(np.int64)
+    qty = si[base + L.O_QTY, idx].astype(np.int64)
+    qa = si[base + L.O_QA, idx].astype(np.int64)
+    trade = np.isin(t, L.TRADE_TYPES) & (d == side)
+    through = trade & ((p < px) if side == L.SIDE_BUY else (p > px))
+    at = trade & (p == px)
+    excess = np.where(at, s - qa, 0)
+    fill_at = np.where(excess > 0, np.minimum(excess, qty) if ip[L.IP_PARTIAL] else
+                       np.where(excess >= qty, qty, 0), 0)
+    qa = np.where(at, np.maximum(qa - s, 0), qa)
+    if ip[L.IP_QUEUE_MODEL] == L.QUEUE_PROBABILISTIC:
+        canc = np.isin(t, L.CANCEL_TYPES) & (d == side) & (p == px)
+        big_s = level_size(sim.book, r0[idx], side, px, sim.levels)
+        draw = canc & (big_s > 0)
+        k = idx[draw]
+        x = xorshift32_np(sim.rng[k])
+        sim.rng[k] = x
+        ahead = (x >> np.uint32(U24_SHIFT)).astype(np.int64) * big_s[draw] < qa[draw] * U24_ONE
+        qa[draw] = np.where(ahead, np.maximum(qa[draw] - s[draw], 0), qa[draw])
+    opp, empty = best_opposite(sim.book, r1[idx], side)
+    cross = (opp != empty) & ((opp <= px) if side == L.SIDE_BUY else (opp >= px))
+    fillq = np.where(through | cross, qty, fill_at)
+    inv0 = si[L.S_INVENTORY, idx].astype(np.int64)
+    book_fill(sim, idx, side, fillq, px, True, 1, si[base + L.O_OID, idx], si[base + L.O_QA0, idx])
+    done_q = np.abs(si[L.S_INVENTORY, idx].astype(np.int64) - inv0)
+    qty = qty - done_q
+    cap = level_cap(sim.book, r1[idx], side, px, sim.levels)
+    si[base + L.O_QA, idx] = np.minimum(qa, cap)
+    si[base + L.O_QTY, idx] = qty
+    close_if_flat(sim, closed)

@@ -1,0 +1,257 @@
+"""NumPy reference of the LOB simulator: the ``numpy`` backend's ``LobSim``; twin of
+cuda_kernels/lobsim/step.py (the step's order, the branch-free reset).
+
+``ReferenceLobSim`` has the interface of :class:`alpharl.sim.LobSim` over host
+arrays and the same semantics, event by event, as the kernels in
+``alpharl.cuda_kernels.lobsim``; it is written independently (vectorised over
+the backtests, one masked update per rule) so the two check each other. Its
+parts sit in files named as the kernels': book.py, agent.py, observe.py,
+synthetic.py; this file holds the host state and the order of one step.
+
+The semantics, in the order one env step applies them to every backtest
+(``c`` = its cursor; the snapshot it sees is ``book[c]``, the book after event c):
+
+1. **Action** (ids of :mod:`alpharl.actions`) on the snapshot the agent saw.
+   One lot per order. Market buy/sell and flatten become the pending market
+   order; join/improve bid/ask (re)place the one resting buy / sell order
+   (same price as the existing one: kept, with its queue position); cancel
+   drops both resting orders; flatten drops them and closes the position at
+   market. Improving when the spread is one tick joins instead. Orders are
+   refused (counted in ``refused``) when their side of the book is empty or
+   when the worst case of the inventory plus every order on that side would
+   pass ``max_position``. Every order goes live ``latency_events`` events later.
+2. **Activation** (at the cursor, and again after every event): a pending
+   market order walks the visible depth of the current snapshot level by level
+   (taker fills; what the depth cannot fill is dropped, except for a flatten,
+   whose remainder fills at the deepest visible price). A limit order going
+   live takes ``queue_ahead`` = the visible size at its price (0 when the price
+   improves the book); one that is marketable by then fills at once as a taker
+   at the best opposite price.
+3. **Events** ``c+1 .. c+E``; for each live resting order (buy first):
+   an execution (types 4/5) of a same-side limit order at our price consumes
+   the queue ahead; what exceeds it fills us (partial, or all-or-nothing). An
+   execution beyond our price (the market traded through it), or the opposite
+   best reaching our price in the book after the event, fills the whole order.
+   Under the probabilistic model a same-side cancellation of size s at our
+   price, where S shares were visible, was ahead of us with probability
+   queue_ahead / S (test: top 24 PRNG bits x S < queue_ahead x 2^24) and then
+   removes s from the queue ahead. Finally the queue ahead is capped by the
+   visible size at our price (0 once the level is visibly empty). Maker fills
+   are at our limit price. Executions at a price between ticks (hidden
+   midpoint orders) never touch displayed queues.
+4. **Round trip**: fills that reduce the position are clipped at flat; when
+   the position comes back to flat the episode ends at that event (resting and
+   pending orders are cancelled; the remaining events only move the cursor).
+5. **End of step**: the window ends after ``episode_steps`` steps (truncated;
+   with ``force_flatten`` the position closes at market on the last snapshot).
+   reward = equity - equity at the previous step end (equity = cash +
+   inventory x mid, fees already in cash), so an episode's rewards sum to its
+   final equity = the trade's PnL. Labels compare the mid after the step with
+   the mid before it. Done backtests get the reset state (select on done; the
+   PRNG draws one start offset every step) and the observation is written.
+
+The historical book is replayed unchanged: our orders never change it, so two
+market orders against the same snapshot would both see its full depth; a
+step always advances at least one event, so only orders activated by latency
+at the same event can share one.
+
+Accounting (float64 $): a fill of q shares at price P with fee f moves cash
+by -/+ q P - f; a fill that grows |inventory| moves the average entry price,
+one that shrinks it realises q (P - avg) sign(inventory); ``realised`` is net
+of all fees, so at flat realised = cash.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl.prng import STREAM_SIM, seed_states, xorshift32_np
+from alpharl.reference.lobsim.agent import activate, order_event, place_orders, walk
+from alpharl.reference.lobsim.book import mid2
+from alpharl.reference.lobsim.observe import write_obs
+from alpharl.reference.lobsim.synthetic import ReferenceSynth
+from alpharl.sim import layout as L
+from alpharl.sim.market import SyntheticMarket, replay_stream
+from alpharl.sim.params import SimParams
+
+_I32 = np.int32
+
+
+class ReferenceLobSim:
+    """B backtests of the LOB simulator on host arrays (same API as ``LobSim``).
+
+    ``market``: a MarketData (historical replay) or a :class:`SyntheticMarket`.
+    """
+
+    def __init__(self, market, params: SimParams, n_backtests: int, seed: int):
+        self.params = params
+        self.B = int(n_backtests)
+        self.E = params.events_per_step
+        self.synthetic = isinstance(market, SyntheticMarket)
+        self.seed = int(seed)
+        if self.synthetic:
+            self.synth = ReferenceSynth(market, self.B, self.E, seed)
+            self.levels, self.tick = market.levels, market.tick
+            self.events, self.book = self.synth.events, self.synth.book
+            n_rows = 0
+        else:
+            stream = replay_stream(market)
+            self.levels, self.tick = stream.levels, stream.tick
+            self.events, self.book = stream.events, stream.book
+            n_rows = stream.n_rows
+            if n_rows - params.window_events < 1:
+                raise ValueError(f"episode window of {params.window_events} events does not fit "
+                                 f"in the {n_rows} events of the data")
+        self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
+        self.tick_dollars = float(self.fp[L.FP_TICK_DOLLARS])
+        self.span = max(n_rows - params.window_events, 1)
+        self.obs_dim = L.obs_dim(self.levels)
+        cap = max(params.fills_log_capacity, 1)
+        self.state_i = np.zeros((L.N_STATE_I, self.B), _I32)
+        self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
+        self.rng = seed_states(self.seed, self.B, STREAM_SIM)
+        self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
+        self.out = np.zeros((L.N_OUT, self.B), np.float32)
+        self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), _I32)
+        self.fills_f = np.zeros((self.B, cap), np.float64)
+        self.backtests = np.arange(self.B)
+
+    # ------------------------------------------------------------ public API
+    def reset(self) -> None:
+        """Every backtest starts a fresh episode (counters cleared, PRNGs reseeded)."""
+        self.rng = seed_states(self.seed, self.B, STREAM_SIM)
+        self.state_i[:] = 0
+        self.state_f[:] = 0.0
+        self.out[:] = 0.0
+        if self.synthetic:
+            self.synth.reset()
+        start = self._draw_start()
+        self.state_i[L.S_CURSOR] = np.where(self.synthetic, 0, start)
+        self._clear_episode(np.ones(self.B, bool))
+        row = self._obs_rows()
+        self.state_i[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST] = mid2(self.book, row)[None, :]
+        write_obs(self, row)
+
+    def step(self, actions) -> None:
+        """One env step of every backtest with actions int32[B] (alpharl.actions ids)."""
+        si, sf, E = self.state_i, self.state_f, self.E
+        actions = np.asarray(actions).astype(_I32)
+        if self.synthetic:
+            self.synth.generate()
+        b = self.backtests
+        row0 = self._row0()
+        mid_before = mid2(self.book, row0)
+        closed = np.zeros(self.B, bool)
+        place_orders(self, actions, row0)
+        activate(self, row0, closed)
+        for j in range(1, E + 1):
+            r0, r1 = row0 + j - 1, row0 + j
+            for side in (L.SIDE_BUY, L.SIDE_SELL):
+                order_event(self, side, r0, r1, closed)
+            si[L.S_CURSOR] += 1
+            activate(self, r1, closed)
+        row_e = row0 + E
+        si[L.S_STEP_IN_EP] += 1
+        si[L.S_STEP] += 1
+        trunc = ~closed & (si[L.S_STEP_IN_EP] >= self.params.episode_steps)
+        flat = trunc & (self.ip[L.IP_FORCE_FLATTEN] != 0) & (si[L.S_INVENTORY] != 0)
+        idx = b[flat]
+        oid = si[L.S_NEXT_OID, idx].copy()
+        si[L.S_NEXT_OID, idx] += 1
+        walk(self, idx, -np.sign(si[L.S_INVENTORY, idx]), np.abs(si[L.S_INVENTORY, idx]), row_e[idx], True, oid)
+        mid_e = mid2(self.book, row_e)
+        equity = sf[L.F_CASH] + si[L.S_INVENTORY] * (mid_e * (0.5 * self.tick_dollars))
+        done = closed | trunc
+        trade_done = done & (si[L.S_WAS_OPEN] != 0)
+        o = self.out
+        o[L.OUT_REWARD] = (equity - sf[L.F_EQUITY]).astype(np.float32)
+        o[L.OUT_DONE] = done
+        o[L.OUT_TRUNCATED] = trunc
+        o[L.OUT_TRADE_DONE] = trade_done
+        o[L.OUT_TRADE_PNL] = np.where(trade_done, equity, 0.0).astype(np.float32)
+        o[L.OUT_LABEL_UP] = mid_e > mid_before
+        safe = np.where(mid_before != 0, mid_before, 1).astype(np.float64)
+        o[L.OUT_LABEL_RET] = np.where(mid_before != 0, (mid_e - mid_before) / safe, 0.0).astype(np.float32)
+        si[L.S_TRADE_STEPS] += si[L.S_INVENTORY] != 0
+        hist = slice(L.S_MID_HIST, L.S_MID_HIST + L.N_MID_HIST)
+        si[hist] = np.concatenate([mid_e[None, :], si[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST - 1]])
+        sf[L.F_EQUITY] = equity
+        si[L.S_EPISODE] += done
+        # Branch-free auto-reset: a start offset is drawn every step; done selects the reset state.
+        start = self._draw_start()
+        if not self.synthetic:
+            si[L.S_CURSOR] = np.where(done, start, si[L.S_CURSOR])
+        self._clear_episode(done)
+        row = self._obs_rows()
+        si[hist] = np.where(done[None, :], mid2(self.book, row)[None, :], si[hist])
+        write_obs(self, row)
+
+    # accessors (host arrays; LobSim returns device arrays of the same shapes)
+    @property
+    def obs(self) -> np.ndarray:
+        return self.obs_buf
+
+    def output(self, k: int) -> np.ndarray:
+        return self.out[k]
+
+    reward = property(lambda self: self.out[L.OUT_REWARD])
+    done = property(lambda self: self.out[L.OUT_DONE])
+    truncated = property(lambda self: self.out[L.OUT_TRUNCATED])
+    trade_done = property(lambda self: self.out[L.OUT_TRADE_DONE])
+    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL])
+    label_up = property(lambda self: self.out[L.OUT_LABEL_UP])
+    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET])
+
+    def state_dict(self) -> dict:
+        d = {"state_i": self.state_i.copy(), "state_f": self.state_f.copy(), "rng": self.rng.copy(),
+             "obs": self.obs_buf.copy(), "out": self.out.copy(), "fills_i": self.fills_i.copy(),
+             "fills_f": self.fills_f.copy()}
+        if self.synthetic:
+            d.update(self.synth.state_dict())
+        return d
+
+    def load_state_dict(self, d: dict) -> None:
+        for k in ("state_i", "state_f", "rng", "fills_i", "fills_f", "out"):
+            getattr(self, k)[...] = d[k]
+        self.obs_buf[...] = d["obs"]
+        if self.synthetic:
+            self.synth.load_state_dict(d)
+
+    def field(self, name: str) -> np.ndarray:
+        """One state field by name (STATE_I_NAMES / STATE_F_NAMES): a [B] view."""
+        if name in L.STATE_I_NAMES:
+            return self.state_i[L.STATE_I_NAMES.index(name)]
+        return self.state_f[L.STATE_F_NAMES.index(name)]
+
+    def fills_snapshot(self):
+        """(fills_i, fills_f, fill_head) host copies, for the fills log."""
+        return self.fills_i.copy(), self.fills_f.copy(), self.state_i[L.S_FILL_HEAD].copy()
+
+    # ------------------------------------------------- snapshot rows
+    def _row0(self):
+        """Each backtest's snapshot row before the step's events."""
+        if self.synthetic:
+            return self.backtests * (self.E + 1)
+        return self.state_i[L.S_CURSOR].astype(np.int64)
+
+    def _obs_rows(self):
+        """The rows the observation is written from (after the step, and after a reset)."""
+        return self._row0() + self.E if self.synthetic else self.state_i[L.S_CURSOR].astype(np.int64)
+
+    # ------------------------------------------------------- reset (draw_start, select_reset)
+    def _draw_start(self):
+        """One PRNG step per backtest: a window start offset in [0, span)."""
+        x = xorshift32_np(self.rng)
+        self.rng[:] = x
+        return (x % np.uint32(self.span)).astype(_I32)
+
+    def _clear_episode(self, done):
+        """The reset state selected where ``done``: flat, no orders, no money, live-at cleared."""
+        si, sf = self.state_i, self.state_f
+        for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
+                  L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID,
+                  L.S_SELL_PX, L.S_SELL_QTY, L.S_SELL_QA, L.S_SELL_QA0, L.S_SELL_OID,
+                  L.S_MKT_QTY, L.S_MKT_FLAT, L.S_MKT_OID):
+            si[r] = np.where(done, 0, si[r])
+        for r in (L.S_BUY_LIVE_AT, L.S_SELL_LIVE_AT, L.S_MKT_LIVE_AT):
+            si[r] = np.where(done, L.LIVE, si[r])
+        sf[:] = np.where(done[None, :], 0.0, sf)
