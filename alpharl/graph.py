@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from alpharl import target
+
 
 class GraphError(RuntimeError):
     pass
@@ -127,8 +129,6 @@ class Branches:
 
     def __init__(self, stream, n: int):
         from numba import cuda
-
-        from alpharl import target
 
         # Ordering-only events (no timestamps); the simulator's events take no arguments.
         event = cuda.event if target.on_simulator() else (lambda: cuda.event(timing=False))
