@@ -14,13 +14,13 @@ filled kernel cache) are measured in subprocesses.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 
+from alpharl import jsontext
 from alpharl.config import TrainConfig
 from alpharl.graph import CapturedGraph
 from alpharl.lobster.sample import load_embedded
@@ -199,7 +199,7 @@ def main(argv=None) -> None:
     Console().print(format_table(report))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
+            f.write(jsontext.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

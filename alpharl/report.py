@@ -27,6 +27,7 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.diag import ISV_PREFIX, read_diagnostics
+from alpharl.jsontext import finite_or_none
 from alpharl.rundir import CONFIG_FILE, DIAG_FILE, PARQUET_FILE, SUMMARY_FILE
 
 #: Columns of the diagnostics table that are bookkeeping, never summarised.
@@ -197,7 +198,7 @@ class ColumnSummary:
     """↑, ↓ or → (last vs first against the range); '' when nothing finite was recorded."""
 
     def to_dict(self) -> dict:
-        return {k: _json_float(v) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+        return {k: finite_or_none(v) if isinstance(v, float) else v for k, v in self.__dict__.items()}
 
 
 def summarize_column(steps: np.ndarray, values: np.ndarray) -> ColumnSummary:
@@ -229,8 +230,8 @@ def run_header(run: Run) -> dict:
         "rows": run.rows,
         "first_step": int(run.steps[0]) if run.rows else None,
         "last_step": int(run.steps[-1]) if run.rows else None,
-        "wall_time_s": _json_float(float(run.wall_time[-1])) if run.rows else None,
-        "mean_steps_per_s": _json_float(float(np.nanmean(sps))) if sps is not None and run.rows and np.isfinite(sps).any() else None,
+        "wall_time_s": finite_or_none(float(run.wall_time[-1])) if run.rows else None,
+        "mean_steps_per_s": finite_or_none(float(np.nanmean(sps))) if sps is not None and run.rows and np.isfinite(sps).any() else None,
     }
     for key in ("b", "seed", "backend", "steps", "data", "synthetic"):
         if key in run.config:
@@ -246,7 +247,7 @@ def compare(run_a: Run, run_b: Run, names: list[str]) -> dict[str, dict]:
         b = summarize_column(run_b.steps, run_b.columns[n]).last if n in run_b.columns else float("nan")
         delta = b - a
         rel = delta / abs(a) if math.isfinite(delta) and a != 0 else float("nan")
-        out[n] = {"a": _json_float(a), "b": _json_float(b), "delta": _json_float(delta), "rel": _json_float(rel)}
+        out[n] = {"a": finite_or_none(a), "b": finite_or_none(b), "delta": finite_or_none(delta), "rel": finite_or_none(rel)}
     return out
 
 
@@ -257,11 +258,6 @@ def report_json(runs: list[Run], names: list[str]) -> dict:
     if len(runs) == 2:
         out["compare"] = compare(runs[0], runs[1], names)
     return out
-
-
-def _json_float(x: float):
-    """JSON has no NaN/infinity: a non-finite value is written as null."""
-    return float(x) if math.isfinite(x) else None
 
 
 # --------------------------------------------------------------- formatting

@@ -1,14 +1,14 @@
 """``alpharl data``: inspect LOBSTER market data (the embedded sample by default)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from alpharl.cli.errors import UserError, fail
-from alpharl.lobster.errors import LobsterFormatError
+from alpharl import jsontext
+
+from alpharl.cli.errors import UserError, user_errors
 from alpharl.lobster.load import load_lobster
 from alpharl.lobster.sample import load_embedded
 from alpharl.lobster.stats import describe
@@ -34,13 +34,13 @@ def info(
 ) -> None:
     """Events, levels, time span, tick size, spread and depth statistics, event-type counts."""
     cache = not no_cache
-    try:
+    with user_errors():
+        if path is not None and not path.exists():
+            raise UserError(f"{path}: no such file or directory")
         md = load_embedded(levels, cache=cache) if path is None else load_lobster(path, levels, cache=cache)
-    except (LobsterFormatError, UserError, FileNotFoundError) as exc:
-        fail(str(exc))
     stats = describe(md)
     if as_json:
-        typer.echo(json.dumps(stats, indent=1))
+        typer.echo(jsontext.dumps(stats, indent=1))
         return
     _print_table(stats)
 

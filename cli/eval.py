@@ -1,13 +1,13 @@
 """``alpharl eval RUN``: the trained policy (sampled and greedy) on a held-out window, beside baselines."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from alpharl import evaluate as E
+from alpharl import jsontext
 from alpharl import target
 from alpharl.checkpoint import load_checkpoint
 from alpharl.cli.errors import UserError, user_errors
@@ -75,7 +75,7 @@ def eval_(
         "fills": None if fills is None else str(fills),
     }
     if as_json:
-        typer.echo(json.dumps(out, indent=1))
+        typer.echo(jsontext.dumps(out, indent=1))
         return
     _print_table(out)
 

@@ -72,9 +72,9 @@ def test_resume_missing_run_dir(fake_trainer, tmp_path):
     assert_one_line_error(train("--resume", tmp_path / "gone"), "--resume", "gone")
 
 
-def test_resume_without_checkpoint(fake_trainer, tmp_path):
+def test_resume_of_a_directory_that_is_not_a_run(fake_trainer, tmp_path):
     (tmp_path / "empty").mkdir()
-    assert_one_line_error(train("--resume", tmp_path / "empty"), "checkpoint.npz")
+    assert_one_line_error(train("--resume", tmp_path / "empty"), "config.toml", "not an alpharl run directory")
 
 
 def test_resume_incompatible_checkpoint(fake_trainer, tmp_path, rng):
