@@ -9,6 +9,7 @@ import typer
 from alpharl import jsontext
 
 from alpharl.cli.errors import UserError, user_errors
+from alpharl.lobster import cache as lobster_cache
 from alpharl.lobster.load import load_lobster
 from alpharl.lobster.sample import load_embedded
 from alpharl.lobster.stats import describe
@@ -43,6 +44,26 @@ def info(
         typer.echo(jsontext.dumps(stats, indent=1))
         return
     _print_table(stats)
+
+
+@app.command("cache")
+def cache_cmd(
+    clear: Annotated[bool, typer.Option("--clear", help="Remove every cached entry.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print where and how much as JSON for scripts.")] = False,
+) -> None:
+    """Where the Arrow cache of parsed LOBSTER files lives and how much it holds; --clear empties it."""
+    with user_errors():
+        if clear:
+            freed = lobster_cache.clear()
+            typer.echo(f"cleared {lobster_cache.cache_dir()}: {freed / 1e6:.1f} MB freed")
+            return
+        info = lobster_cache.usage()
+    if as_json:
+        typer.echo(jsontext.dumps(info, indent=1))
+        return
+    typer.echo(f"{info['dir']}: {info['entries']} entries, {info['bytes'] / 1e6:.1f} MB "
+               f"(cap {info['max_bytes'] / 1e6:.0f} MB, ${lobster_cache.MAX_MB_ENV}; "
+               f"elsewhere: ${lobster_cache.CACHE_DIR_ENV})")
 
 
 def _print_table(stats: dict) -> None:
