@@ -364,6 +364,42 @@ def _fit(names: list[str], width: int | None, fixed: int, spark_width: int, n_sp
     return lay
 
 
+def fit_columns(width: int | None, widths: list[int], give_way: list[int]) -> list[int]:
+    """The columns of a table of numbers kept on a console of `width` columns (None: all), by index.
+
+    The same rule as ``_fit``: numbers are never cut. ``widths`` is each column's content width
+    (its widest cell, or its header's longest word: headers may wrap); the columns of ``give_way``
+    are left out in that order until the rest fit whole. Tables call ``fitted_table``.
+    """
+    keep = list(range(len(widths)))
+    for i in give_way if width is not None else []:
+        if 1 + sum(_cell(widths[j]) for j in keep) <= width:
+            break
+        keep.remove(i)
+    return keep
+
+
+def fitted_table(headers: list[str], rows: list[list[str]], width: int | None, give_way: list[int],
+                 lead: int = 1, **table_kw):
+    """A Rich table of ``rows`` (strings, the first ``lead`` columns left-aligned labels, the rest
+    right-aligned numbers) fitted to `width` console columns by ``fit_columns``; the caption names
+    the columns left out."""
+    from rich.table import Table
+
+    widths = [max([len(r[i]) for r in rows] + [max(len(w) for w in h.split())]) for i, h in enumerate(headers)]
+    keep = fit_columns(width, widths, give_way)
+    table = Table(**table_kw)
+    for i in keep:
+        table.add_column(headers[i], justify="left" if i < lead else "right", min_width=widths[i])
+    for r in rows:
+        table.add_row(*[r[i] for i in keep])
+    left_out = [headers[i] for i in range(len(headers)) if i not in keep]
+    if left_out:
+        note = f"left out at {width} columns: {', '.join(left_out)} (--json has every column)"
+        table.caption = note if not table.caption else f"{table.caption}\n{note}"
+    return table
+
+
 def compare_layout(names: list[str], width: int | None, spark_width: int = 16) -> dict:
     """The two-run table's fit to `width` console columns (``_fit``): column, A last, B last, B - A
     and rel always; then the two sparklines, then the group."""

@@ -35,4 +35,5 @@ def bench(
         else:
             from rich.console import Console
 
-            Console().print(format_table(report))
+            console = Console()
+            console.print(format_table(report, console.width))
