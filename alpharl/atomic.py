@@ -34,9 +34,11 @@ FILE_MODE = 0o644
 #: characters of [a-z0-9_], ``.tmp``); only files of this shape are ever removed as stale.
 TEMP_PREFIX, TEMP_SUFFIX = ".", ".tmp"
 _TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
-#: Test hook: ``ALPHARL_TEST_PAUSE_IN=<label>`` (``ALPHARL_TEST_PAUSE_S`` seconds, default 1) makes
-#: ``pause_for_tests(label)`` sleep inside that write, so a test can kill the process there.
-PAUSE_ENV, PAUSE_S_ENV = "ALPHARL_TEST_PAUSE_IN", "ALPHARL_TEST_PAUSE_S"
+#: Test hook: ``ALPHARL_TEST_PAUSE_IN=<file name>[:<n>]`` makes ``pause_for_tests`` sleep
+#: ``ALPHARL_TEST_PAUSE_S`` seconds (default 1) inside the n-th write (default the first) of that
+#: file, after creating the file ``ALPHARL_TEST_PAUSE_MARK`` names: the kill-anywhere test's window.
+PAUSE_ENV, PAUSE_S_ENV, PAUSE_MARK_ENV = "ALPHARL_TEST_PAUSE_IN", "ALPHARL_TEST_PAUSE_S", "ALPHARL_TEST_PAUSE_MARK"
+_pause_counts: dict[str, int] = {}
 
 
 @contextlib.contextmanager
@@ -94,8 +96,17 @@ def remove_stale_temps(directory: Path | str) -> list[str]:
 
 
 def pause_for_tests(label: str) -> None:
-    """Sleep here when the test hook names ``label`` (a file name): the kill-anywhere test's window."""
-    if os.environ.get(PAUSE_ENV) == label:
+    """Sleep here when the test hook names ``label`` (a file name) and this is its n-th write."""
+    wanted = os.environ.get(PAUSE_ENV)
+    if not wanted:
+        return
+    name, _, nth = wanted.partition(":")
+    if name != label:
+        return
+    _pause_counts[label] = _pause_counts.get(label, 0) + 1
+    if _pause_counts[label] == int(nth or 1):
+        if os.environ.get(PAUSE_MARK_ENV):
+            Path(os.environ[PAUSE_MARK_ENV]).touch()
         time.sleep(float(os.environ.get(PAUSE_S_ENV, "1")))
 
 
