@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from alpharl import jsontext
-from alpharl.atomic import atomic_write, remove_stale_temps
+from alpharl.atomic import TEMP_SUFFIX, atomic_write, remove_stale_temps
 from alpharl.config import ConfigError, TrainConfig, read_toml
 
 CONFIG_FILE = "config.toml"
@@ -40,8 +40,7 @@ SUMMARY_FILE = "summary.json"
 RUN_MARKERS = (CHECKPOINT_FILE, SUMMARY_FILE)
 #: The files a run writes; their presence without a marker means a restartable directory.
 RUN_FILES = (CONFIG_FILE, DIAG_FILE, PARQUET_FILE, CHECKPOINT_FILE, SUMMARY_FILE)
-#: Suffix of the temporaries of earlier versions, which named them ``<file>.tmp``.
-LEGACY_TEMP_SUFFIX = ".tmp"
+
 #: Where runs go without --run-dir: runs/<timestamp>-s<seed>.
 RUNS_ROOT = "runs"
 #: Options a resumed run may change; everything else comes from the run's own config.toml.
@@ -75,7 +74,7 @@ def clean(run_dir: Path) -> list[str]:
     run_dir = Path(run_dir)
     removed = remove_stale_temps(run_dir)
     for name in RUN_FILES:
-        legacy = run_dir / (name + LEGACY_TEMP_SUFFIX)
+        legacy = run_dir / (name + TEMP_SUFFIX)   # earlier versions named their temporaries <file>.tmp
         if legacy.is_file():
             legacy.unlink()
             removed.append(legacy.name)
