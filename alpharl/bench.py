@@ -14,16 +14,17 @@ filled kernel cache) are measured in subprocesses.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 
+from alpharl import jsontext
 from alpharl.config import TrainConfig
 from alpharl.graph import CapturedGraph
 from alpharl.lobster.sample import load_embedded
+from alpharl.report import fitted_table
 from alpharl.trainer import IntegratedTrainer
 
 #: The B values of the results table.
@@ -165,23 +166,27 @@ def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True) -> dict:
     return report
 
 
-def format_table(report: dict):
-    from rich.table import Table
+#: The bench table's columns (header, report key, format), and the order they give way on a
+#: narrow console (numbers are never cut; --json has them all).
+TABLE_COLUMNS = (("B", "b", "{:d}"), ("graph µs/step", "graph_us", "{:.1f}"), ("eager µs/step", "eager_us", "{:.1f}"),
+                 ("env-steps/s", "env_steps_per_s", "{:,.0f}"), ("µs/env-step", "us_per_env_step", "{:.4f}"),
+                 ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"), ("GPU MB", "gpu_mem_mb", "{:.0f}"),
+                 ("nodes", "graph_nodes", "{:d}"), ("critical", "critical_nodes", "{:d}"),
+                 ("floor µs", "floor_us", "{:.1f}"), ("meas/floor", "measured_over_floor", "{:.1f}"),
+                 ("bound", "bound", "{}"))
+TABLE_GIVE_WAY = ("critical", "nodes", "meas/floor", "GPU MB", "learn µs", "sim µs", "µs/env-step", "eager µs/step",
+                  "floor µs", "bound")
 
-    t = Table(title=f"alpharl bench — {report['env'].get('gpu', '?')} ({report['env'].get('date')})")
-    cols = [("B", "b", "{:d}"), ("graph µs/step", "graph_us", "{:.1f}"), ("eager µs/step", "eager_us", "{:.1f}"),
-            ("env-steps/s", "env_steps_per_s", "{:,.0f}"), ("µs/env-step", "us_per_env_step", "{:.4f}"),
-            ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"), ("GPU MB", "gpu_mem_mb", "{:.0f}"),
-            ("nodes", "graph_nodes", "{:d}"), ("critical", "critical_nodes", "{:d}"),
-            ("floor µs", "floor_us", "{:.1f}"), ("meas/floor", "measured_over_floor", "{:.1f}"),
-            ("bound", "bound", "{}")]
-    for name, _, _ in cols:
-        t.add_column(name, justify="right")
-    for r in report["rows"]:
-        t.add_row(*["-" if r.get(key) is None else fmt.format(r[key]) for _, key, fmt in cols])  # older reports lack some
-    if "cold_start_s" in report:
-        t.caption = f"cold start {report['cold_start_s']:.1f} s, warm start {report['warm_start_s']:.1f} s (to the first step)"
-    return t
+
+def format_table(report: dict, width: int | None = None):
+    rows = [["-" if r.get(key) is None else fmt.format(r[key]) for _, key, fmt in TABLE_COLUMNS]  # older reports lack some
+            for r in report["rows"]]
+    headers = [name for name, _, _ in TABLE_COLUMNS]
+    caption = (f"cold start {report['cold_start_s']:.1f} s, warm start {report['warm_start_s']:.1f} s (to the first step)"
+               if "cold_start_s" in report else None)
+    return fitted_table(headers, rows, width, [headers.index(c) for c in TABLE_GIVE_WAY], lead=0,
+                        title=f"alpharl bench — {report['env'].get('gpu', '?')} ({report['env'].get('date')})",
+                        caption=caption)
 
 
 def main(argv=None) -> None:
@@ -196,10 +201,11 @@ def main(argv=None) -> None:
     report = run_bench(a.b, a.steps, not a.no_starts)
     from rich.console import Console
 
-    Console().print(format_table(report))
+    console = Console()
+    console.print(format_table(report, console.width))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
+            f.write(jsontext.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

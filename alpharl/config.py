@@ -3,11 +3,15 @@
 ``TrainConfig`` holds every option of ``alpharl train``; a TOML file
 (``--config run.toml``) fills it, command-line options override the file.
 Nested sections ``[sim]`` and ``[synth]`` map onto ``SimParams`` and
-``SynthParams``. ``validate()`` gives one-line errors naming the option.
+``SynthParams``. A file's values are checked against each field's type
+(``steps = "many"`` names the key); ``validate()`` checks ranges, every float
+(of the options and of both sections) finite, and gives one-line errors naming
+the option.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +21,10 @@ from alpharl.isv import K_MAX
 from alpharl.sim.params import SimParams, SynthParams
 
 BACKENDS = ("auto", "cuda", "sim", "numpy")
+#: Largest --reward-scale: a reward of $1 then already spans 1000 units, far past any C51 support.
+REWARD_SCALE_MAX = 1e3
+#: Largest |fee| ([sim] maker_fee, taker_fee): $1 a share, or the whole value of a fill.
+FEE_MAX = 1.0
 
 
 class ConfigError(ValueError):
@@ -86,8 +94,12 @@ class TrainConfig:
             bad.append(f"--diag-every {self.diag_every}: must be >= 1")
         if self.checkpoint_every < 0:
             bad.append(f"--checkpoint-every {self.checkpoint_every}: must be >= 0")
-        if not self.reward_scale > 0:
-            bad.append(f"--reward-scale {self.reward_scale}: must be > 0")
+        bad += _non_finite(self)
+        if not 0 < self.reward_scale <= REWARD_SCALE_MAX:
+            bad.append(f"--reward-scale {self.reward_scale}: must be in (0, {REWARD_SCALE_MAX:g}]")
+        for fee in ("maker_fee", "taker_fee"):
+            if not abs(getattr(self.sim, fee)) <= FEE_MAX:
+                bad.append(f"[sim] {fee} = {getattr(self.sim, fee)}: must be in [-{FEE_MAX:g}, {FEE_MAX:g}]")
         if bad:
             raise ConfigError(bad[0])
         return self
@@ -103,6 +115,12 @@ class TrainConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"{source}: unknown option {unknown[0]!r}")
+        _check_types(cls, d, source)
+        for section, params in (("sim", SimParams), ("synth", SynthParams)):
+            if isinstance(d.get(section), dict):
+                _check_types(params, d[section], source, prefix=f"[{section}] ")
+            elif section in d:
+                raise ConfigError(f"{source}: {section} = {d[section]!r}: expected a [{section}] section")
         try:
             if "sim" in d:
                 d["sim"] = SimParams(**d["sim"])
@@ -112,22 +130,14 @@ class TrainConfig:
                     s["limit_rate"] = tuple(s["limit_rate"])
                 d["synth"] = SynthParams(**s)
             return cls(**d)
-        except TypeError as exc:
+        except TypeError as exc:   # unknown key of a section
             raise ConfigError(f"{source}: {exc}") from None
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from None
 
     @classmethod
     def from_toml(cls, path: Path | str) -> "TrainConfig":
-        path = Path(path)
-        try:
-            with open(path, "rb") as f:
-                d = tomllib.load(f)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-        return cls.from_dict(d, source=str(path))
+        return cls.from_dict(read_toml(path), source=str(path))
 
     def with_overrides(self, **overrides) -> "TrainConfig":
         """Command-line options (None = not given) override the file's values."""
@@ -146,6 +156,52 @@ class TrainConfig:
             for k, v in self.to_dict()[section].items():
                 lines.append(f"{k} = {_toml_value(v)}")
         return "\n".join(lines) + "\n"
+
+
+def read_toml(path: Path | str) -> dict[str, Any]:
+    """A config file's keys as written (the keys it sets, before any defaults)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+#: What a config file's value must be, by the field's annotation, and how the error names it.
+_TYPE_CHECKS = {
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "str | None": (lambda v: isinstance(v, str), "a string"),
+    "tuple": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                             for x in v), "a list of integers"),
+}
+
+
+def _check_types(cls, d: dict, source: str, prefix: str = "") -> None:
+    """Every value of ``d`` has its field's type (ints where floats go are fine); one line naming the key."""
+    for f in dataclasses.fields(cls):
+        check = _TYPE_CHECKS.get(str(f.type))
+        if f.name in d and check is not None and not check[0](d[f.name]):
+            raise ConfigError(f"{source}: {prefix}{f.name} = {d[f.name]!r}: expected {check[1]}")
+
+
+def _non_finite(config: TrainConfig) -> list[str]:
+    """One message per float option (top level, [sim], [synth]) that is NaN or infinite."""
+    bad = []
+    for prefix, obj in (("--", config), ("[sim] ", config.sim), ("[synth] ", config.synth)):
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if str(f.type) == "float" and not math.isfinite(v):
+                name = f"--{f.name.replace('_', '-')} {v}" if prefix == "--" else f"{prefix}{f.name} = {v}"
+                bad.append(f"{name}: must be a finite number")
+    return bad
 
 
 def _toml_value(v) -> str:

@@ -1,9 +1,10 @@
 """Arrow diagnostics: one row per diagnostic interval, every ISV slot by name.
 
 Written as an Arrow IPC *stream* (``diagnostics.arrows``): each row batch is
-serialised in memory and appended with a single ``write``, so a kill (even
-``kill -9``) at any moment leaves every earlier row readable (a stream needs no
-footer): the kernel holds the written bytes once ``write`` returns. ``fsync``
+serialised in memory and added so that the file is a whole stream at every
+moment (``DiagnosticsWriter``): a kill (even ``kill -9``) or a full disk at any
+moment leaves every earlier row readable by pyarrow alone (a stream needs no
+footer); the kernel holds the written bytes once ``write`` returns. ``fsync``
 (which also survives a power loss, and costs milliseconds on many disks) runs
 at most every ``fsync_interval_s`` seconds (default 1 s; 0 = after every row)
 and at ``close``. ``read_diagnostics`` returns a ``pyarrow.Table``; pandas
@@ -21,6 +22,7 @@ from the trainer (losses, reward/PnL/trade statistics) named by prefix
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -32,7 +34,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from alpharl import isv as S
-from alpharl.atomic import atomic_writer
+from alpharl.atomic import atomic_writer, pause_for_tests
 from alpharl.rundir import DIAG_FILE, PARQUET_FILE
 
 ISV_PREFIX = "isv."
@@ -75,7 +77,16 @@ def make_schema(metric_names: list[str]) -> pa.Schema:
 
 class DiagnosticsWriter:
     """Appends rows to ``run_dir/diagnostics.arrows``; every row survives a process kill once ``write``
-    returns, and a power loss after the next fsync (at most ``fsync_interval_s`` later)."""
+    returns, and a power loss after the next fsync (at most ``fsync_interval_s`` later).
+
+    The file is readable by ``pyarrow.ipc.open_stream(...).read_all()`` at every moment, a kill or
+    a full disk included: it always ends in an end-of-stream marker (EOS) at offset ``end``. A row
+    is added in two writes: its message, less its first 8 bytes, then a new EOS, go *after* the
+    marker (a reader still stops at the marker, whatever part of them reached the disk); then one
+    8-byte write puts the message's first 8 bytes over the marker, which makes the row part of
+    the stream. A failed row is cut off again (``end`` is where the marker still stands), and a
+    resume cuts any tail a kill left after the last whole message.
+    """
 
     def __init__(self, run_dir: Path, metric_names: list[str], append: bool = False,
                  fsync_interval_s: float = FSYNC_INTERVAL_S, keep_until_step: int | None = None):
@@ -95,34 +106,45 @@ class DiagnosticsWriter:
                 import pyarrow.compute as pc   # here: ~30 ms of start-up that only a resume needs
 
                 self._rewrite(old.filter(pc.less_equal(old.column("step"), keep_until_step)))
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-            self._trim_to_complete(old)
         else:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            self._append(self._schema_bytes())
+            self._rewrite(None)
+            self._last_fsync = time.monotonic()   # the atomic write synced it
+        self._fd = os.open(self.path, os.O_WRONLY)   # not O_APPEND: pwrite at an offset must land there
+        self.end = complete_length(self.path)
+        self._cut_tail()
 
-    def _schema_bytes(self) -> bytes:
-        sink = io.BytesIO()
-        with ipc.new_stream(sink, self.schema):
-            pass  # writes the schema message and an end-of-stream marker
-        data = sink.getvalue()
-        return data[: -len(_EOS)] if data.endswith(_EOS) else data
-
-    def _rewrite(self, table: pa.Table) -> None:
-        """Rewrite the file with only ``table``'s rows, atomically."""
+    def _rewrite(self, table: pa.Table | None) -> None:
+        """Rewrite the file with only ``table``'s rows (None: none), atomically, ending in EOS."""
         with atomic_writer(self.path) as f:
-            f.write(self._schema_bytes())
-            for b in table.to_batches():
+            f.write(_schema_bytes(self.schema))
+            for b in [] if table is None else table.to_batches():
                 f.write(_batch_bytes(self.schema, b))
+            f.write(_EOS)
 
-    def _trim_to_complete(self, table: pa.Table) -> None:
-        """Resume: drop a torn tail left by a crash so appended rows stay readable."""
-        os.ftruncate(self._fd, complete_length(self.path))
+    def _cut_tail(self) -> None:
+        """Make the file end in EOS at ``end``: drops a torn row (kill, full disk) after the last whole one.
 
-    def _append(self, data: bytes) -> None:
-        n = os.write(self._fd, data)
+        The marker is written before the truncation, so a reader finds a whole stream throughout."""
+        os.pwrite(self._fd, _EOS, self.end)
+        os.ftruncate(self._fd, self.end + len(_EOS))
+
+    def _write_at(self, data: bytes, offset: int) -> None:
+        n = os.pwrite(self._fd, data, offset)
         if n != len(data):   # a short write means the disk filled: say so rather than leave a torn row
             raise OSError(errno.ENOSPC, "short write (disk full?)", str(self.path))
+
+    def _append(self, message: bytes) -> None:
+        """Add one whole stream message at ``end`` (see the class doc); on any failure, cut it off again."""
+        head = len(_EOS)
+        try:
+            self._write_at(message[head:] + _EOS, self.end + head)
+            pause_for_tests(self.path.name)
+            self._write_at(message[:head], self.end)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self._cut_tail()
+            raise
+        self.end += len(message)
         now = time.monotonic()
         if now - self._last_fsync >= self.fsync_interval_s:
             os.fsync(self._fd)
@@ -149,6 +171,15 @@ class DiagnosticsWriter:
 
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _schema_bytes(schema: pa.Schema) -> bytes:
+    """The stream's schema message (without end marker)."""
+    sink = io.BytesIO()
+    with ipc.new_stream(sink, schema):
+        pass  # writes the schema message and an end-of-stream marker
+    data = sink.getvalue()
+    return data[: -len(_EOS)] if data.endswith(_EOS) else data
 
 
 def _batch_bytes(schema: pa.Schema, batch: pa.RecordBatch) -> bytes:

@@ -27,6 +27,7 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.diag import ISV_PREFIX, read_diagnostics
+from alpharl.jsontext import finite_or_none
 from alpharl.rundir import CONFIG_FILE, DIAG_FILE, PARQUET_FILE, SUMMARY_FILE
 
 #: Columns of the diagnostics table that are bookkeeping, never summarised.
@@ -197,7 +198,7 @@ class ColumnSummary:
     """↑, ↓ or → (last vs first against the range); '' when nothing finite was recorded."""
 
     def to_dict(self) -> dict:
-        return {k: _json_float(v) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+        return {k: finite_or_none(v) if isinstance(v, float) else v for k, v in self.__dict__.items()}
 
 
 def summarize_column(steps: np.ndarray, values: np.ndarray) -> ColumnSummary:
@@ -229,8 +230,8 @@ def run_header(run: Run) -> dict:
         "rows": run.rows,
         "first_step": int(run.steps[0]) if run.rows else None,
         "last_step": int(run.steps[-1]) if run.rows else None,
-        "wall_time_s": _json_float(float(run.wall_time[-1])) if run.rows else None,
-        "mean_steps_per_s": _json_float(float(np.nanmean(sps))) if sps is not None and run.rows and np.isfinite(sps).any() else None,
+        "wall_time_s": finite_or_none(float(run.wall_time[-1])) if run.rows else None,
+        "mean_steps_per_s": finite_or_none(float(np.nanmean(sps))) if sps is not None and run.rows and np.isfinite(sps).any() else None,
     }
     for key in ("b", "seed", "backend", "steps", "data", "synthetic"):
         if key in run.config:
@@ -246,7 +247,7 @@ def compare(run_a: Run, run_b: Run, names: list[str]) -> dict[str, dict]:
         b = summarize_column(run_b.steps, run_b.columns[n]).last if n in run_b.columns else float("nan")
         delta = b - a
         rel = delta / abs(a) if math.isfinite(delta) and a != 0 else float("nan")
-        out[n] = {"a": _json_float(a), "b": _json_float(b), "delta": _json_float(delta), "rel": _json_float(rel)}
+        out[n] = {"a": finite_or_none(a), "b": finite_or_none(b), "delta": finite_or_none(delta), "rel": finite_or_none(rel)}
     return out
 
 
@@ -257,11 +258,6 @@ def report_json(runs: list[Run], names: list[str]) -> dict:
     if len(runs) == 2:
         out["compare"] = compare(runs[0], runs[1], names)
     return out
-
-
-def _json_float(x: float):
-    """JSON has no NaN/infinity: a non-finite value is written as null."""
-    return float(x) if math.isfinite(x) else None
 
 
 # --------------------------------------------------------------- formatting
@@ -366,6 +362,42 @@ def _fit(names: list[str], width: int | None, fixed: int, spark_width: int, n_sp
     spark = min(spark_width, room // n_sparks - 3)
     lay["spark"] = spark if spark >= MIN_SPARK else 0
     return lay
+
+
+def fit_columns(width: int | None, widths: list[int], give_way: list[int]) -> list[int]:
+    """The columns of a table of numbers kept on a console of `width` columns (None: all), by index.
+
+    The same rule as ``_fit``: numbers are never cut. ``widths`` is each column's content width
+    (its widest cell, or its header's longest word: headers may wrap); the columns of ``give_way``
+    are left out in that order until the rest fit whole. Tables call ``fitted_table``.
+    """
+    keep = list(range(len(widths)))
+    for i in give_way if width is not None else []:
+        if 1 + sum(_cell(widths[j]) for j in keep) <= width:
+            break
+        keep.remove(i)
+    return keep
+
+
+def fitted_table(headers: list[str], rows: list[list[str]], width: int | None, give_way: list[int],
+                 lead: int = 1, **table_kw):
+    """A Rich table of ``rows`` (strings, the first ``lead`` columns left-aligned labels, the rest
+    right-aligned numbers) fitted to `width` console columns by ``fit_columns``; the caption names
+    the columns left out."""
+    from rich.table import Table
+
+    widths = [max([len(r[i]) for r in rows] + [max(len(w) for w in h.split())]) for i, h in enumerate(headers)]
+    keep = fit_columns(width, widths, give_way)
+    table = Table(**table_kw)
+    for i in keep:
+        table.add_column(headers[i], justify="left" if i < lead else "right", min_width=widths[i])
+    for r in rows:
+        table.add_row(*[r[i] for i in keep])
+    left_out = [headers[i] for i in range(len(headers)) if i not in keep]
+    if left_out:
+        note = f"left out at {width} columns: {', '.join(left_out)} (--json has every column)"
+        table.caption = note if not table.caption else f"{table.caption}\n{note}"
+    return table
 
 
 def compare_layout(names: list[str], width: int | None, spark_width: int = 16) -> dict:

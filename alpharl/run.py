@@ -24,7 +24,8 @@ from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
 from alpharl.lobster.load import load_lobster
 from alpharl.lobster.sample import load_embedded
-from alpharl.rundir import CHECKPOINT_FILE, default_run_dir, resume_config, write_config, write_summary
+from alpharl.rundir import (CHECKPOINT_FILE, clean, default_run_dir, has_checkpoint, resume_config, write_config,
+                            write_summary)
 from alpharl.sim.market import SyntheticMarket
 from alpharl.sizes import LN_N_ATOMS
 from alpharl.signals import METRICS
@@ -115,13 +116,16 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
 
     trainer = IntegratedTrainer(config, market)
     start_step = 0
-    if resume:
+    # A resumed run without a checkpoint (killed before its first) starts its own config again from 0.
+    continuing = bool(resume) and has_checkpoint(run_dir)
+    if continuing:
         start_step = _load_resumed(trainer, run_dir, config)
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
+    clean(run_dir)
     write_config(run_dir, config)
 
-    writer = DiagnosticsWriter(run_dir, list(METRICS), append=bool(resume), keep_until_step=start_step)
+    writer = DiagnosticsWriter(run_dir, list(METRICS), append=continuing, keep_until_step=start_step)
 
     def checkpoint(step: int) -> None:
         meta = {"step": step, "b": config.b, "obs_dim": trainer.obs_dim, "config": config.to_dict()}
@@ -136,8 +140,10 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     interrupted = False
     with dash, _StopFlag() as flag:
         dash.start(config, run_dir)
-        if resume:
+        if continuing:
             dash.log(f"resumed {run_dir} at step {start_step}")
+        elif resume:
+            dash.log(f"{run_dir} had no checkpoint yet: started again from step 0 with its config")
         dash.log(f"backend {trainer.backend}, B={config.b}, obs_dim={trainer.obs_dim}, run dir {run_dir}")
         try:
             while step < config.steps:

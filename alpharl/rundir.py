@@ -8,8 +8,13 @@ A run directory holds:
 - ``checkpoint.npz``      everything needed to continue bit-identically (alpharl.checkpoint);
 - ``summary.json``        final step, wall time, throughput, last losses and trade statistics.
 
-A directory *holds a run* once it has diagnostics or a checkpoint: a new run
-never writes there (``--resume`` continues it instead).
+A directory *holds a run* once it has a checkpoint or a summary: a new run
+never writes there (``--resume`` continues it instead). A directory a run was
+started in but that holds neither (killed, or out of disk, before its first
+checkpoint) has nothing to continue from and nothing worth keeping: it is
+*restartable*. ``--run-dir D`` starts the new run there (saying so), and
+``--resume D`` starts its recorded config again from step 0. Both first remove
+the temporaries a killed writer left (``clean``).
 
 The config of ``alpharl train`` resolves in three layers: ``TrainConfig``'s
 defaults, then the ``--config FILE.toml`` file (or, with ``--resume RUN`` and
@@ -19,20 +24,23 @@ on the command line (None = not given). A resumed run then keeps its own
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from alpharl.atomic import atomic_write
-from alpharl.config import ConfigError, TrainConfig
+from alpharl import jsontext
+from alpharl.atomic import TEMP_SUFFIX, atomic_write, remove_stale_temps
+from alpharl.config import ConfigError, TrainConfig, read_toml
 
 CONFIG_FILE = "config.toml"
 DIAG_FILE = "diagnostics.arrows"
 PARQUET_FILE = "diagnostics.parquet"
 CHECKPOINT_FILE = "checkpoint.npz"
 SUMMARY_FILE = "summary.json"
-#: The files whose presence means a directory already holds a run.
-RUN_MARKERS = (DIAG_FILE, CHECKPOINT_FILE)
+#: The files whose presence means a directory already holds a run (something to continue or keep).
+RUN_MARKERS = (CHECKPOINT_FILE, SUMMARY_FILE)
+#: The files a run writes; their presence without a marker means a restartable directory.
+RUN_FILES = (CONFIG_FILE, DIAG_FILE, PARQUET_FILE, CHECKPOINT_FILE, SUMMARY_FILE)
+
 #: Where runs go without --run-dir: runs/<timestamp>-s<seed>.
 RUNS_ROOT = "runs"
 #: Options a resumed run may change; everything else comes from the run's own config.toml.
@@ -51,65 +59,121 @@ def holds_run(path: Path) -> bool:
     return any((Path(path) / f).exists() for f in RUN_MARKERS)
 
 
+def restartable(path: Path) -> bool:
+    """A run was started in ``path`` but left nothing to continue: run files, no checkpoint, no summary."""
+    path = Path(path)
+    return path.is_dir() and not holds_run(path) and any((path / f).exists() for f in RUN_FILES)
+
+
+def has_checkpoint(path: Path) -> bool:
+    return (Path(path) / CHECKPOINT_FILE).is_file()
+
+
+def clean(run_dir: Path) -> list[str]:
+    """Remove the temporaries a killed run left in ``run_dir`` (its own writers' only); the names removed."""
+    run_dir = Path(run_dir)
+    removed = remove_stale_temps(run_dir)
+    for name in RUN_FILES:
+        legacy = run_dir / (name + TEMP_SUFFIX)   # earlier versions named their temporaries <file>.tmp
+        if legacy.is_file():
+            legacy.unlink()
+            removed.append(legacy.name)
+    return removed
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
 # ------------------------------------------------------------- the checks
 def check_resume_dir(resume: Path) -> None:
-    """``--resume`` names a directory with a checkpoint to continue from."""
+    """``--resume`` names a run directory: with a checkpoint to continue from, or restartable."""
     resume = Path(resume)
     if not resume.exists():
         raise RunDirError(f"--resume {resume}: no such run directory")
     if not resume.is_dir():
         raise RunDirError(f"--resume {resume}: not a run directory")
-    if not (resume / CHECKPOINT_FILE).is_file():
+    if not (resume / CONFIG_FILE).is_file():
+        raise RunDirError(f"--resume {resume}: no {CONFIG_FILE} there (not an alpharl run directory)")
+    if not has_checkpoint(resume) and holds_run(resume):
         raise RunDirError(f"--resume {resume}: no {CHECKPOINT_FILE} there (nothing to continue from)")
 
 
-def check_new_run_dir(run_dir: Path) -> None:
-    """A new run's ``--run-dir`` is a directory (or not there yet) and holds no earlier run."""
+def check_new_run_dir(run_dir: Path) -> str | None:
+    """A new run's ``--run-dir`` is a directory (or not there yet) and holds no earlier run; a
+    restartable one is reused, and the line returned says so."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"--run-dir {run_dir}: exists and is not a directory")
     if holds_run(run_dir):
         raise RunDirError(f"--run-dir {run_dir}: already holds a run; continue it with --resume {run_dir} "
                           f"or choose another directory")
+    if restartable(run_dir):
+        return f"{run_dir}: an earlier run stopped there before its first checkpoint; starting afresh in it"
+    return None
 
 
-def check_paths(cfg: TrainConfig, resume: Path | None) -> None:
-    """Fail early, in one line, on paths that cannot work; never overwrite an earlier run."""
+def check_paths(cfg: TrainConfig, resume: Path | None) -> str | None:
+    """Fail early, in one line, on paths that cannot work; never overwrite an earlier run. Returns
+    a line to show when the run starts over in a restartable directory, else None."""
     if cfg.data is not None and not Path(cfg.data).exists():
         raise ConfigError(f"--data {cfg.data}: no such file or directory")
     if resume is not None:
         check_resume_dir(Path(resume))
+        if not has_checkpoint(resume):
+            return f"{resume}: no checkpoint yet (the run stopped before its first); starting it again from step 0"
     elif cfg.run_dir is not None:
-        check_new_run_dir(Path(cfg.run_dir))
+        return check_new_run_dir(Path(cfg.run_dir))
+    return None
 
 
-def check_resume_overrides(saved: TrainConfig, overrides: dict) -> None:
-    """A resumed run keeps its config but for a few options; refuse a change of any other."""
-    for name, value in overrides.items():
+def check_resume_changes(saved: TrainConfig, given: dict, where) -> None:
+    """A resumed run keeps its config but for ``RESUME_OVERRIDABLE``; refuse a change of any other,
+    from the command line and from a ``--config`` file alike (one rule). ``given``: dotted key
+    (``b``, ``sim.taker_fee``) -> value; ``where(key, value)`` names where it was given."""
+    for name, value in given.items():
         if value is None or name in RESUME_OVERRIDABLE or name == "run_dir":
             continue
-        if value != getattr(saved, name):
-            raise ConfigError(f"{_flag(name)} {value}: a resumed run keeps its {name} = {getattr(saved, name)!r} "
+        old = _dotted(saved, name)
+        if value != old:
+            raise ConfigError(f"{where(name, value)}: a resumed run keeps its {name} = {old!r} "
                               f"(may change: {', '.join(_flag(k) for k in RESUME_OVERRIDABLE)})")
+
+
+def _dotted(config: TrainConfig, name: str):
+    obj = config
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _file_keys(config_file: Path) -> tuple[TrainConfig, dict]:
+    """A config file's config and the keys it sets (dotted for its sections), with their typed values."""
+    raw = read_toml(config_file)
+    cfg = TrainConfig.from_dict(raw, source=str(config_file))
+    keys = {}
+    for k, v in raw.items():
+        if isinstance(v, dict):
+            keys.update({f"{k}.{sub}": _dotted(cfg, f"{k}.{sub}") for sub in v})
+        else:
+            keys[k] = getattr(cfg, k)
+    return cfg, keys
 
 
 # ------------------------------------------------------------- the config merge
 def resolve_config(config_file: Path | None, resume: Path | None, overrides: dict) -> TrainConfig:
-    """Defaults <- config file (or the resumed run's config.toml) <- command-line options; validated."""
-    if resume is not None:
-        check_resume_dir(Path(resume))
-    if config_file is not None:
-        base = TrainConfig.from_toml(config_file)
-    elif resume is not None and (Path(resume) / CONFIG_FILE).is_file():
-        base = TrainConfig.from_toml(Path(resume) / CONFIG_FILE)
+    """Defaults <- config file <- command-line options; validated. Resuming, the run's own
+    config.toml is the base, and the file and options may change only ``RESUME_OVERRIDABLE``."""
+    if resume is None:
+        base = TrainConfig() if config_file is None else TrainConfig.from_toml(config_file)
     else:
-        base = TrainConfig()
-    if resume is not None and config_file is None:
-        check_resume_overrides(base, overrides)
+        check_resume_dir(Path(resume))
+        base = TrainConfig.from_toml(Path(resume) / CONFIG_FILE)
+        if config_file is not None:
+            file_cfg, keys = _file_keys(config_file)
+            check_resume_changes(base, keys, lambda k, v: f"--config {config_file} sets {k} = {v!r}")
+            base = base.with_overrides(**{k: getattr(file_cfg, k) for k in RESUME_OVERRIDABLE if k in keys})
+        check_resume_changes(base, overrides, lambda k, v: f"{_flag(k)} {v}")
     cfg = base.with_overrides(**overrides)
     if resume is not None and overrides.get("run_dir") is None:
         cfg = cfg.with_overrides(run_dir=str(resume))
@@ -136,4 +200,4 @@ def write_config(run_dir: Path, config: TrainConfig) -> Path:
 
 
 def write_summary(run_dir: Path, summary: dict) -> Path:
-    return atomic_write(Path(run_dir) / SUMMARY_FILE, json.dumps(summary, indent=1))
+    return atomic_write(Path(run_dir) / SUMMARY_FILE, jsontext.dumps(summary, indent=1))

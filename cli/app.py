@@ -1,13 +1,61 @@
-"""The Typer application; ``main`` is the console entry point."""
+"""The Typer application; ``main`` is the console entry point.
+
+Every way the command line can fail ends the same way (alpharl.cli.errors):
+one ``alpharl: error: ...`` line and exit 2. ``AlpharlGroup.main`` is the one
+place that maps Click's usage errors (a bad type, an unknown option, a missing
+argument: Typer's multi-line box otherwise) to that line, and it quiets
+Numba's performance warnings for every command.
+"""
 from __future__ import annotations
 
+import sys
+import warnings
+
 import typer
+from numba.core.errors import NumbaPerformanceWarning
+from typer.core import TyperGroup
+
+try:
+    import click
+except ImportError:   # Typer >= 0.29 carries its own Click
+    from typer import _click as click
 
 from alpharl.cli import bench, data, diag, eval as eval_cmd, slots, train
-from alpharl.cli.errors import user_errors
+from alpharl.cli.errors import EXIT_BAD_INPUT, fail, user_errors
+
+def quiet_numba_warnings() -> None:
+    """Numba's hints about launch sizes ("Grid size 16 will likely result in GPU under-utilization")
+    are noise in the CLI: alpharl's small grids are deliberate (numba is loaded by then anyway)."""
+    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)
+
+
+def usage_line(exc: click.ClickException) -> str:
+    """Click's message in one line, after the command it concerns (``alpharl train: ...``)."""
+    ctx = getattr(exc, "ctx", None)
+    where = f"{ctx.command_path}: " if ctx is not None and ctx.command_path else ""
+    # no_args_is_help has printed the help and leaves the message empty
+    return where + (" ".join(exc.format_message().split()) or "a command is needed (see the list above)")
+
+
+class AlpharlGroup(TyperGroup):
+    """The ``alpharl`` group: Click's own error output replaced by alpharl's one line."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        quiet_numba_warnings()
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except typer.Abort:
+            fail("aborted")
+        except click.ClickException as exc:
+            fail(usage_line(exc))
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
     name="alpharl",
+    cls=AlpharlGroup,
     help="GPU-resident actor-critic trainer for limit-order-book trading agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -30,3 +78,6 @@ app.add_typer(data.app, name="data", help="LOBSTER market data: inspect the file
 def main() -> None:
     with user_errors():
         app()
+
+
+__all__ = ["app", "main", "AlpharlGroup", "EXIT_BAD_INPUT"]

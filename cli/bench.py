@@ -1,12 +1,11 @@
 """``alpharl bench``: throughput of the training step over B on a GPU."""
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from alpharl import target
+from alpharl import jsontext, target
 from alpharl.cli.errors import UserError, user_errors
 
 
@@ -30,10 +29,11 @@ def bench(
         report = run_bench(bs, steps, starts)
         if out:
             with open(out, "w") as f:
-                json.dump(report, f, indent=1)
+                f.write(jsontext.dumps(report, indent=1))
         if as_json:
-            typer.echo(json.dumps(report, indent=1))
+            typer.echo(jsontext.dumps(report, indent=1))
         else:
             from rich.console import Console
 
-            Console().print(format_table(report))
+            console = Console()
+            console.print(format_table(report, console.width))

@@ -1,14 +1,15 @@
 """``alpharl data``: inspect LOBSTER market data (the embedded sample by default)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from alpharl.cli.errors import UserError, fail
-from alpharl.lobster.errors import LobsterFormatError
+from alpharl import jsontext
+
+from alpharl.cli.errors import UserError, user_errors
+from alpharl.lobster import cache as lobster_cache
 from alpharl.lobster.load import load_lobster
 from alpharl.lobster.sample import load_embedded
 from alpharl.lobster.stats import describe
@@ -34,15 +35,35 @@ def info(
 ) -> None:
     """Events, levels, time span, tick size, spread and depth statistics, event-type counts."""
     cache = not no_cache
-    try:
+    with user_errors():
+        if path is not None and not path.exists():
+            raise UserError(f"{path}: no such file or directory")
         md = load_embedded(levels, cache=cache) if path is None else load_lobster(path, levels, cache=cache)
-    except (LobsterFormatError, UserError, FileNotFoundError) as exc:
-        fail(str(exc))
     stats = describe(md)
     if as_json:
-        typer.echo(json.dumps(stats, indent=1))
+        typer.echo(jsontext.dumps(stats, indent=1))
         return
     _print_table(stats)
+
+
+@app.command("cache")
+def cache_cmd(
+    clear: Annotated[bool, typer.Option("--clear", help="Remove every cached entry.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print where and how much as JSON for scripts.")] = False,
+) -> None:
+    """Where the Arrow cache of parsed LOBSTER files lives and how much it holds; --clear empties it."""
+    with user_errors():
+        if clear:
+            freed = lobster_cache.clear()
+            typer.echo(f"cleared {lobster_cache.cache_dir()}: {freed / 1e6:.1f} MB freed")
+            return
+        info = lobster_cache.usage()
+    if as_json:
+        typer.echo(jsontext.dumps(info, indent=1))
+        return
+    typer.echo(f"{info['dir']}: {info['entries']} entries, {info['bytes'] / 1e6:.1f} MB "
+               f"(cap {info['max_bytes'] / 1e6:.0f} MB, ${lobster_cache.MAX_MB_ENV}; "
+               f"elsewhere: ${lobster_cache.CACHE_DIR_ENV})")
 
 
 def _print_table(stats: dict) -> None:

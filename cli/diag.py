@@ -1,13 +1,12 @@
 """``alpharl diag RUN [RUN_B]``: the report viewer over a run's Arrow diagnostics."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from alpharl import report
+from alpharl import jsontext, report
 from alpharl.cli.errors import UserError, user_errors
 
 
@@ -30,7 +29,7 @@ def diag(
         if png is not None:
             _png(runs, names, png, limit=slots is None)
         if as_json:
-            typer.echo(json.dumps(report.report_json(runs, names), indent=1))
+            typer.echo(jsontext.dumps(report.report_json(runs, names), indent=1))
             return
         from rich.console import Console
 

@@ -1,19 +1,19 @@
 """``alpharl eval RUN``: the trained policy (sampled and greedy) on a held-out window, beside baselines."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from alpharl import evaluate as E
+from alpharl import jsontext
 from alpharl import target
 from alpharl.checkpoint import load_checkpoint
 from alpharl.cli.errors import UserError, user_errors
 from alpharl.config import TrainConfig
 from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, POLICIES
-from alpharl.report import fmt
+from alpharl.report import fitted_table, fmt
 from alpharl.rundir import CHECKPOINT_FILE, CONFIG_FILE
 
 #: Backends of the evaluation's simulator: the NumPy reference, or the kernels (GPU or CUDA simulator).
@@ -75,28 +75,35 @@ def eval_(
         "fills": None if fills is None else str(fills),
     }
     if as_json:
-        typer.echo(json.dumps(out, indent=1))
+        typer.echo(jsontext.dumps(out, indent=1))
         return
     _print_table(out)
 
 
-def _print_table(out: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
+#: The eval table's columns, and the order they give way on a narrow console (numbers are never cut).
+EVAL_COLUMNS = ("policy", "PnL $", "PnL/backtest $", "Sharpe (ann.)", "Sharpe/step", "max DD $", "trades", "win rate",
+                "avg trade $")
+EVAL_GIVE_WAY = ("avg trade $", "Sharpe/step", "PnL/backtest $", "win rate", "max DD $", "trades")
 
+
+def eval_table(out: dict, width: int | None = None):
     w = out["window"]
     where = "synthetic market" if w is None else f"rows {w['first_row']:,}..{w['stop_row']:,}" + (
         f" ({w['seconds']:.0f} s of market time)" if w["seconds"] else "")
-    table = Table(title=f"eval {out['run'] or '(baselines)'}: {where}, B={out['b']}, {out['steps']} steps, seed {out['seed']}",
-                  title_justify="left")
-    table.add_column("policy", no_wrap=True)
-    for col in ("PnL $", "PnL/backtest $", "Sharpe (ann.)", "Sharpe/step", "max DD $", "trades", "win rate", "avg trade $"):
-        table.add_column(col, justify="right")
+    rows = []
     for name, r in out["policies"].items():
         win = "-" if r["win_rate"] is None else f"{r['win_rate']:.1%}"
-        table.add_row(name, fmt(r["pnl"]), fmt(r["pnl_per_backtest"]), fmt(r["sharpe"]), fmt(r["sharpe_per_step"]),
-                      fmt(r["max_drawdown"]), str(r["trades"]), win, fmt(r["avg_trade"]))
+        rows.append([name, fmt(r["pnl"]), fmt(r["pnl_per_backtest"]), fmt(r["sharpe"]), fmt(r["sharpe_per_step"]),
+                     fmt(r["max_drawdown"]), str(r["trades"]), win, fmt(r["avg_trade"])])
+    return fitted_table(list(EVAL_COLUMNS), rows, width, [EVAL_COLUMNS.index(c) for c in EVAL_GIVE_WAY],
+                        title=f"eval {out['run'] or '(baselines)'}: {where}, B={out['b']}, {out['steps']} steps, "
+                              f"seed {out['seed']}", title_justify="left")
+
+
+def _print_table(out: dict) -> None:
+    from rich.console import Console
+
     console = Console()
-    console.print(table)
+    console.print(eval_table(out, console.width))
     if out["fills"]:
         console.print(f"fills written to {out['fills']}")

@@ -1,12 +1,11 @@
 """``alpharl slots``: the ISV slot map."""
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
-from alpharl import isv
+from alpharl import isv, jsontext
 from alpharl.cli.errors import UserError
 
 
@@ -20,8 +19,8 @@ def slots(
         raise UserError(f"--group {group!r}: no slot or group matches (groups: {', '.join(isv.GROUPS)})")
     if as_json:
         rows = [{"index": s.index, "name": s.name, "group": s.group, "bootstrap": s.bootstrap, "unit": s.unit,
-                 "lo": _finite(s.lo), "hi": _finite(s.hi), "description": s.description} for s in chosen]
-        typer.echo(json.dumps({"RL_SLOTS_END": isv.RL_SLOTS_END, "slots": rows}, indent=1))
+                 "lo": s.lo, "hi": s.hi, "description": s.description} for s in chosen]
+        typer.echo(jsontext.dumps({"RL_SLOTS_END": isv.RL_SLOTS_END, "slots": rows}, indent=1))
         return
     from rich.console import Console
     from rich.table import Table
@@ -33,8 +32,3 @@ def slots(
     for s in chosen:
         table.add_row(str(s.index), s.name, s.group, f"{s.bootstrap:g}", s.unit, f"[{s.lo:g}, {s.hi:g}]", s.description)
     Console().print(table)
-
-
-def _finite(x: float):
-    """JSON has no infinity: an open bound is written as null."""
-    return None if x in (float("inf"), float("-inf")) else x

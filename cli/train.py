@@ -50,7 +50,9 @@ def train(
                            run_dir=None if run_dir is None else str(run_dir), diag_every=diag_every,
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale))
-        rundir.check_paths(cfg, resume)
+        note = rundir.check_paths(cfg, resume)
+        if note:
+            typer.echo(f"alpharl: {note}", err=True)
         # Here, not at the top: alpharl.run loads the trainer, numba and the kernels, which
         # `alpharl --help` and the other commands do without.
         from alpharl import run

@@ -6,6 +6,8 @@ the controlling process and shown in the header) reaches every pytest-xdist
 worker, and each test's generator is seeded by (run seed, crc32 of its node id),
 which is the same in every process (``hash`` is salted per process)."""
 import os
+import shutil
+import tempfile
 
 import alpharl  # noqa: F401,I001  (first: chooses the numba target and BLAS threads before numpy/numba load)
 from alpharl import target
@@ -13,12 +15,18 @@ from alpharl import target
 import numpy as np
 import pytest
 
+from alpharl.lobster.cache import CACHE_DIR_ENV
 from support import SEED_ENV, WORKER_SEED_KEY, node_seed
 
 _SEED = pytest.StashKey[int]()
+_CACHE = pytest.StashKey[str]()
 
 
 def pytest_configure(config):
+    # The LOBSTER cache of every test process (and the CLIs it starts) goes to a folder of its own,
+    # never to the user's cache; shared by the process's tests, so a cached sample is parsed once.
+    config.stash[_CACHE] = tempfile.mkdtemp(prefix="alpharl-test-cache-")
+    os.environ[CACHE_DIR_ENV] = config.stash[_CACHE]
     worker = getattr(config, "workerinput", None)
     if worker is not None:  # an xdist worker: the controller's seed, never its own draw
         seed = int(worker[WORKER_SEED_KEY])
@@ -27,6 +35,10 @@ def pytest_configure(config):
     else:
         seed = int(np.random.SeedSequence().entropy % (2**32))
     config.stash[_SEED] = seed
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(config.stash.get(_CACHE, ""), ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -73,3 +73,34 @@ def test_a_failed_rename_leaves_no_temp(tmp_path):
         atomic_write(target, "data")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
     assert (target / "inside").read_text() == "x"
+
+
+class _FullDisk:
+    """A file-object writer that gets part of its bytes out, then fails as a full disk does."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data):
+        self.f.write(bytes(data)[: len(data) // 2])
+        raise OSError(28, "No space left on device")   # ENOSPC
+
+
+def test_a_full_disk_part_way_leaves_no_temp_and_the_old_file(tmp_path):
+    path = tmp_path / "checkpoint.npz"
+    path.write_bytes(b"old checkpoint")
+    with pytest.raises(OSError, match="No space"):
+        with atomic_writer(path) as f:
+            _FullDisk(f).write(b"new" * 1000)
+    assert path.read_bytes() == b"old checkpoint"
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.npz"]
+
+
+def test_stale_temps_of_a_killed_writer_are_removed(tmp_path):
+    (tmp_path / ".checkpoint.npz.ab12_z9x.tmp").write_bytes(b"half")   # what a kill -9 leaves
+    (tmp_path / "config.toml").write_text("b = 2\n")
+    (tmp_path / "notes.tmp").write_text("the user's")                   # not the writer's shape: kept
+    (tmp_path / ".hidden.tmp").write_text("the user's")
+    assert atomic.remove_stale_temps(tmp_path) == [".checkpoint.npz.ab12_z9x.tmp"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden.tmp", "config.toml", "notes.tmp"]
+    assert atomic.remove_stale_temps(tmp_path / "missing") == []

@@ -78,7 +78,7 @@ def test_png(tmp_path, rng):
 def test_reads_the_diagnostics_file_itself_and_a_torn_tail(tmp_path, rng):
     run = make_run(tmp_path / "run", rows=5, rng=rng)
     path = run / DIAG_FILE
-    path.write_bytes(path.read_bytes()[:-7])   # a kill in the middle of the last row
+    path.write_bytes(path.read_bytes()[:-(8 + 7)])   # the last row torn (8: the end marker after it)
     r = runner.invoke(app, ["diag", str(path), "--json", "--slots", "loss_q"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["runs"][0]["rows"] == 4

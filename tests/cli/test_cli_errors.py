@@ -72,9 +72,9 @@ def test_resume_missing_run_dir(fake_trainer, tmp_path):
     assert_one_line_error(train("--resume", tmp_path / "gone"), "--resume", "gone")
 
 
-def test_resume_without_checkpoint(fake_trainer, tmp_path):
+def test_resume_of_a_directory_that_is_not_a_run(fake_trainer, tmp_path):
     (tmp_path / "empty").mkdir()
-    assert_one_line_error(train("--resume", tmp_path / "empty"), "checkpoint.npz")
+    assert_one_line_error(train("--resume", tmp_path / "empty"), "config.toml", "not an alpharl run directory")
 
 
 def test_resume_incompatible_checkpoint(fake_trainer, tmp_path, rng):
@@ -108,13 +108,13 @@ def test_run_dir_not_writable(fake_trainer, tmp_path):
 
 
 def test_disk_full_while_writing_keeps_earlier_rows(fake_trainer, tmp_path, monkeypatch):
-    """A writer that hits ENOSPC on its 5th write: one line, exit 2, the 3 rows before it intact."""
+    """A writer that hits ENOSPC on its 4th row: one line, exit 2, the 3 rows before it intact."""
     real_append = DiagnosticsWriter._append
     calls = {"n": 0}
 
     def append(self, data):
         calls["n"] += 1
-        if calls["n"] == 5:   # schema + 3 rows went through
+        if calls["n"] == 4:   # 3 rows went through (the schema is written with the file)
             raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
         real_append(self, data)
 

@@ -158,7 +158,7 @@ def test_ctrl_c_stops_cleanly(tmp_path):
 
 
 def test_disk_full_in_a_real_run(tmp_path, monkeypatch):
-    """The 5th diagnostics write hits ENOSPC: one line, exit 2; the rows and checkpoint before it stay whole."""
+    """The 4th diagnostics row hits ENOSPC: one line, exit 2; the rows and checkpoint before it stay whole."""
     import errno
 
     from alpharl.diag import DiagnosticsWriter
@@ -168,7 +168,7 @@ def test_disk_full_in_a_real_run(tmp_path, monkeypatch):
 
     def append(self, data):
         calls["n"] += 1
-        if calls["n"] == 5:
+        if calls["n"] == 4:
             raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
         real_append(self, data)
 

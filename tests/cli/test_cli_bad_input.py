@@ -1,0 +1,153 @@
+"""Bad options, config files and run directories: one line ``alpharl: error: ...`` naming what is wrong,
+exit 2; a run directory left without a checkpoint is restartable; JSON output is strict."""
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from alpharl import jsontext, rundir
+from alpharl.cli.app import app
+from alpharl.diag import DiagnosticsWriter
+from alpharl.rundir import CHECKPOINT_FILE, CONFIG_FILE, DIAG_FILE
+from cli_helpers import METRICS, assert_one_line_error, make_run
+
+runner = CliRunner()
+
+
+def train(*args):
+    return runner.invoke(app, ["train", *map(str, args)])
+
+
+# ----------------------------------------------------------------- item 8: types
+@pytest.mark.parametrize("args, names", [
+    (["train", "--steps", "abc"], ["alpharl train", "--steps", "integer"]),
+    (["train", "--reward-scale", "lots"], ["--reward-scale"]),
+    (["train", "--no-such-option"], ["--no-such-option"]),
+    (["eval", "--start", "x"], ["--start"]),
+    (["diag"], ["alpharl diag", "run"]),
+])
+def test_usage_errors_are_one_line(fake_trainer, args, names):
+    r = runner.invoke(app, args)
+    assert_one_line_error(r, *names)
+    assert "╭" not in r.output and "Usage:" not in r.output
+
+
+def test_wrongly_typed_value_in_a_config_file(fake_trainer, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('steps = "many"\n')
+    assert_one_line_error(train("--config", cfg), "c.toml", "steps", "many", "integer")
+    cfg.write_text('[sim]\ntaker_fee = "cheap"\n')
+    assert_one_line_error(train("--config", cfg), "taker_fee", "cheap")
+    cfg.write_text('sim = 3\n')
+    assert_one_line_error(train("--config", cfg), "sim", "section")
+    assert not fake_trainer.calls
+
+
+# ----------------------------------------------------------------- item 7: floats
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "0", "-1"])
+def test_reward_scale_finite_and_in_range(fake_trainer, value):
+    assert_one_line_error(train("--reward-scale", value), "--reward-scale")
+    assert not fake_trainer.calls
+
+
+@pytest.mark.parametrize("line", ["reward_scale = inf", "[sim]\ntaker_fee = nan", "[sim]\nmaker_fee = inf",
+                                  "[sim]\ntaker_fee = 1e300"])
+def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_path, line):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(line + "\n")
+    key = line.split("\n")[-1].split(" =")[0]
+    assert_one_line_error(train("--config", cfg), key.replace("_", "-") if "[" not in line else key)
+    assert not fake_trainer.calls
+
+
+# ----------------------------------------------------------------- item 9: resume + config
+def test_resume_with_a_config_file_of_another_b_is_refused(fake_trainer, tmp_path, rng):
+    run = make_run(tmp_path / "run", rows=2, rng=rng)            # b = 2
+    other = tmp_path / "other.toml"
+    other.write_text("b = 32\nsteps = 100\n")
+    assert_one_line_error(train("--resume", run, "--config", other), "other.toml", "b = 32", "b = 2")
+    assert_one_line_error(train("--resume", run, "--b", 32), "--b 32", "b = 2")
+    assert not fake_trainer.calls
+
+
+def test_resume_with_a_config_file_may_change_steps(fake_trainer, tmp_path, rng):
+    run = make_run(tmp_path / "run", rows=2, rng=rng)
+    other = tmp_path / "other.toml"
+    other.write_text("b = 2\nsteps = 500\n")                     # the same b: allowed
+    r = train("--resume", run, "--config", other)
+    assert r.exit_code == 0, r.output
+    (cfg, resume), = fake_trainer.calls
+    assert cfg.steps == 500 and cfg.b == 2 and resume == str(run)
+
+
+# ----------------------------------------------------------------- item 5: early kill
+def _started_not_checkpointed(run_dir, rng):
+    """A run directory as a kill before the first checkpoint leaves it: config, some rows, a temp."""
+    run = make_run(run_dir, rows=2, rng=rng)
+    (run / CHECKPOINT_FILE).unlink()
+    (run / "summary.json").unlink()
+    (run / ".checkpoint.npz.k1ll3d_x.tmp").write_bytes(b"half a checkpoint")
+    return run
+
+
+def test_run_dir_killed_before_its_first_checkpoint_is_reused(fake_trainer, tmp_path, rng):
+    run = _started_not_checkpointed(tmp_path / "run", rng)
+    r = train("--run-dir", run, "--steps", 20, "--diag-every", 10)
+    assert r.exit_code == 0, r.output
+    assert "before its first checkpoint; starting afresh" in r.stderr
+    assert fake_trainer.calls[0][1] is None
+
+
+def test_resume_before_the_first_checkpoint_starts_again(fake_trainer, tmp_path, rng):
+    run = _started_not_checkpointed(tmp_path / "run", rng)
+    r = train("--resume", run)
+    assert r.exit_code == 0, r.output
+    assert "no checkpoint yet" in r.stderr and "step 0" in r.stderr
+    assert fake_trainer.calls[0][0].b == 2                    # the recorded config
+
+
+def test_a_finished_run_is_still_never_overwritten(fake_trainer, tmp_path, rng):
+    run = make_run(tmp_path / "run", rows=2, rng=rng)
+    (run / CHECKPOINT_FILE).unlink()                           # summary.json alone marks a finished run
+    assert_one_line_error(train("--run-dir", run), "--resume")
+    assert_one_line_error(train("--resume", run), CHECKPOINT_FILE)
+
+
+def test_clean_removes_stale_temps_only(tmp_path, rng):
+    run = _started_not_checkpointed(tmp_path / "run", rng)
+    (run / (CHECKPOINT_FILE + ".tmp")).write_bytes(b"an older version's temp")
+    assert sorted(rundir.clean(run)) == [".checkpoint.npz.k1ll3d_x.tmp", "checkpoint.npz.tmp"]
+    assert sorted(p.name for p in run.iterdir()) == sorted([CONFIG_FILE, DIAG_FILE])
+
+
+# ----------------------------------------------------------------- item 7: strict JSON
+def test_summary_json_is_strict(tmp_path):
+    rundir.write_summary(tmp_path, {"steps_per_s": float("nan"), "losses": {"q": float("inf")}, "step": 3})
+    text = (tmp_path / "summary.json").read_text()
+    loaded = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert loaded == {"steps_per_s": None, "losses": {"q": None}, "step": 3}
+
+
+def test_strict_json_maps_numpy_and_refuses_nothing():
+    import numpy as np
+
+    out = json.loads(jsontext.dumps({"a": np.float32("nan"), "b": np.arange(2), "c": (1.5, -math.inf)}))
+    assert out == {"a": None, "b": [0, 1], "c": [1.5, None]}
+
+
+def test_diag_json_is_strict(tmp_path):
+    import time
+
+    from alpharl import isv as S
+
+    (tmp_path / "run").mkdir()
+    w = DiagnosticsWriter(tmp_path / "run", METRICS)
+    for step in (10, 20):
+        w.write(step, 0.1, time.time(), float("nan"), float("inf"), S.bootstrap_vector(),
+                {m: float("nan") for m in METRICS})
+    w.close()
+    (tmp_path / "run" / CONFIG_FILE).write_text("b = 2\n")
+    r = runner.invoke(app, ["diag", str(tmp_path / "run"), "--json"])
+    assert r.exit_code == 0, r.output
+    json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
