@@ -96,8 +96,8 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     sim_s = _timed(sim_graph.replay, steps, sync)
 
     def learn_once():
-        o.k_gate(o.isv, 0, o.gate)
-        mb = o.replay.sample(o.isv, tr.M, o.gate)
+        o.k_gate(0)
+        mb = o.sample(o.gate)
         out = o.learn(o.env_batch(), mb, o.gate)
         o.replay.update_priorities(out.q_priority, tr.M, o.gate)
 

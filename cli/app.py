@@ -15,10 +15,12 @@ import typer
 from numba.core.errors import NumbaPerformanceWarning
 from typer.core import TyperGroup
 
+# The Click that Typer runs on: newer Typers carry their own (typer._click), and a separately
+# installed click package is then another module whose exceptions Typer never raises.
 try:
-    import click
-except ImportError:   # Typer >= 0.29 carries its own Click
     from typer import _click as click
+except ImportError:
+    import click
 
 from alpharl.cli import bench, data, diag, eval as eval_cmd, slots, train
 from alpharl.cli.errors import EXIT_BAD_INPUT, fail, user_errors
