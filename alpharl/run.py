@@ -29,6 +29,7 @@ from alpharl import isv as S
 from alpharl.checkpoint import CHECKPOINT_FILE, CheckpointError, load_checkpoint, save_checkpoint
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
+from alpharl.sim.market import fit_episode
 
 #: Options a resumed run may change; everything else comes from the run's own config.toml.
 RESUME_OVERRIDABLE = ("steps", "backend", "graph")
@@ -127,6 +128,8 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     config.validate()
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     market = load_market(config)
+    sim, notice = fit_episode(config.sim, market)
+    config = config.with_overrides(sim=sim)
 
     trainer = IntegratedTrainer(config, market)
     start_step = 0
@@ -159,6 +162,8 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     interrupted = False
     with dash, _StopFlag() as flag:
         dash.start(config, run_dir)
+        if notice:
+            dash.log(notice)
         if resume:
             dash.log(f"resumed {run_dir} at step {start_step}")
         dash.log(f"backend {trainer.backend}, B={config.b}, obs_dim={trainer.obs_dim}, run dir {run_dir}")
