@@ -26,9 +26,9 @@ from alpharl.lobster.load import load_lobster
 from alpharl.lobster.sample import load_embedded
 from alpharl.rundir import (CHECKPOINT_FILE, clean, default_run_dir, has_checkpoint, resume_config, write_config,
                             write_summary)
-from alpharl.sim.market import SyntheticMarket
-from alpharl.sizes import LN_N_ATOMS
+from alpharl.sim.market import SyntheticMarket, fit_episode
 from alpharl.signals import METRICS
+from alpharl.sizes import LN_N_ATOMS
 from alpharl.trainer import IntegratedTrainer
 
 
@@ -113,6 +113,8 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     config.validate()
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     market = load_market(config)
+    sim, notice = fit_episode(config.sim, market)
+    config = config.with_overrides(sim=sim)
 
     trainer = IntegratedTrainer(config, market)
     start_step = 0
@@ -140,6 +142,8 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     interrupted = False
     with dash, _StopFlag() as flag:
         dash.start(config, run_dir)
+        if notice:
+            dash.log(notice)
         if continuing:
             dash.log(f"resumed {run_dir} at step {start_step}")
         elif resume:

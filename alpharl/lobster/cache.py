@@ -39,7 +39,7 @@ from alpharl.lobster.format import BOOK_COLS_PER_LEVEL
 from alpharl.lobster.market import FIELD_DTYPES, MarketData
 
 #: Bump when the cached layout or the validation rules change: older caches are then rebuilt.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 SUFFIX = ".arrow.cache"
 #: Environment variables: the cache directory, and its size cap in MB.
 CACHE_DIR_ENV, MAX_MB_ENV = "ALPHARL_CACHE_DIR", "ALPHARL_CACHE_MAX_MB"

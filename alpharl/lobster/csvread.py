@@ -4,6 +4,14 @@ pyarrow's CSV reader does the work (multithreaded, exact float parsing). Its
 errors name neither the row nor (for a wrong column count) the column, so on
 failure a second, pure-Python pass over the text finds the first bad row; that
 pass runs only on bad input.
+
+The text is handed to Arrow as a buffer Arrow owns (one copy), never as a
+view of a Python object: Arrow's reader threads may drop their last
+reference to the input a moment after read_csv returns, and releasing a
+Python-owned buffer takes the GIL; when that happens while the interpreter
+is finalizing (a one-line error exits at once) the thread is torn down
+mid-destructor and the process aborts ("terminate called without an
+active exception", exit 134).
 """
 from __future__ import annotations
 
@@ -43,7 +51,7 @@ def read_columns(data: bytes, file: str, names: list[str], types: list[pa.DataTy
     _check_first_row_width(view, file, len(names), width_note)
     try:
         table = pcsv.read_csv(
-            pa.py_buffer(view),
+            _arrow_owned(view),
             read_options=pcsv.ReadOptions(column_names=names),
             # Keep empty lines as all-null rows so row numbers stay file line numbers.
             parse_options=pcsv.ParseOptions(ignore_empty_lines=False),
@@ -55,6 +63,13 @@ def read_columns(data: bytes, file: str, names: list[str], types: list[pa.DataTy
         raise at(file, None, f"unreadable CSV: {exc}") from None
     _check_nulls(table, file, names)
     return [table.column(i).to_numpy() for i in range(len(names))]
+
+
+def _arrow_owned(view: memoryview) -> pa.Buffer:
+    """A copy of ``view`` in memory Arrow allocated: freeing it needs no GIL (module docstring)."""
+    sink = pa.BufferOutputStream()
+    sink.write(view)
+    return sink.getvalue()
 
 
 def _check_first_row_width(view: memoryview, file: str, width: int, note: str) -> None:

@@ -13,7 +13,7 @@ from alpharl.lobster.errors import LobsterFormatError, at
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, MSG_COLUMNS, book_column_name
 from alpharl.lobster.market import MarketData
 from alpharl.lobster.source import Pair, is_arrow, resolve
-from alpharl.lobster.validate import infer_tick, validate_arrays
+from alpharl.lobster.validate import validate_arrays
 
 _MSG_TYPES = [pa.float64()] + [pa.int64()] * (len(MSG_COLUMNS) - 1)
 
@@ -61,22 +61,15 @@ def parse_pair(pair: Pair) -> MarketData:
     """Parse and validate ``pair`` from its CSV text (no cache involved)."""
     name = pair.name
     msg_file, book_file = pair.label(pair.message), pair.label(pair.orderbook)
-    msg = read_columns(_read(pair, pair.message), msg_file, list(MSG_COLUMNS), _MSG_TYPES)
+    msg = read_columns(pair.read(pair.message), msg_file, list(MSG_COLUMNS), _MSG_TYPES)
     width = BOOK_COLS_PER_LEVEL * name.levels
-    book_cols = read_columns(_read(pair, pair.orderbook), book_file, [book_column_name(j) for j in range(width)],
+    book_cols = read_columns(pair.read(pair.orderbook), book_file, [book_column_name(j) for j in range(width)],
                              [pa.int64()] * width, width_note=f" ({name.levels} levels in the file name)")
     book = np.stack(book_cols, axis=1)
     fields = dict(zip(("time", "event_type", "order_id", "size", "price", "direction"), msg))
-    validate_arrays(**fields, book=book, levels=name.levels, message_file=msg_file, orderbook_file=book_file)
-    return MarketData(ticker=name.ticker, date=name.date, levels=name.levels, book=book, tick=infer_tick(book),
+    tick = validate_arrays(**fields, book=book, levels=name.levels, message_file=msg_file, orderbook_file=book_file)
+    return MarketData(ticker=name.ticker, date=name.date, levels=name.levels, book=book, tick=tick,
                       source=str(pair.primary), **fields)
-
-
-def _read(pair: Pair, member: str) -> bytes:
-    try:
-        return pair.read(member)
-    except OSError as exc:
-        raise at(pair.label(member), None, f"cannot read ({exc.strerror or exc})") from None
 
 
 def _from_arrow_file(path: Path) -> MarketData:

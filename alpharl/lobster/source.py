@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 import zipfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -13,6 +15,24 @@ _NAME = re.compile(FILE_NAME_PATTERN)
 #: Suffixes of an Arrow file given directly (the cache's own suffix included).
 ARROW_SUFFIXES = (".arrow", ".arrow.cache", ".feather")
 NAMING_HINT = "<TICKER>_<DATE>_<start>_<end>_message_<L>.csv"
+#: What reading a zip can raise besides OSError: a damaged archive or member
+#: (BadZipFile, e.g. a bad CRC-32; zlib.error, a corrupt deflate stream;
+#: EOFError, a member cut short), an encrypted member (RuntimeError) or an
+#: unsupported compression method (NotImplementedError).
+_ZIP_FAILURES = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
+
+
+@contextmanager
+def reading(label: str):
+    """The one way LOBSTER files are read: any failure of the file system, the
+    zip container or its decompression becomes one LobsterFormatError line
+    naming ``label`` (a path, or ``archive.zip:member``)."""
+    try:
+        yield
+    except OSError as exc:
+        raise at(label, None, f"cannot read ({exc.strerror or exc})") from None
+    except _ZIP_FAILURES as exc:
+        raise at(label, None, f"damaged zip archive ({type(exc).__name__}: {exc})") from None
 
 
 @dataclass(frozen=True)
@@ -65,10 +85,12 @@ class Pair:
         return f"{self.archive.name}:{member}" if self.archive else member
 
     def read(self, member: str) -> bytes:
-        if self.archive is None:
-            return Path(member).read_bytes()
-        with zipfile.ZipFile(self.archive) as zf:
-            return zf.read(member)
+        """The bytes of ``member``; LobsterFormatError naming it when they cannot be read."""
+        with reading(self.label(member)):
+            if self.archive is None:
+                return Path(member).read_bytes()
+            with zipfile.ZipFile(self.archive) as zf:
+                return zf.read(member)
 
 
 def is_arrow(path: Path) -> bool:
@@ -120,11 +142,8 @@ def _pick(candidates: list[LobsterName], where: str, levels: int | None) -> int:
 
 
 def _in_zip(path: Path, levels: int | None) -> Pair:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            members = [m for m in zf.namelist() if not m.endswith("/")]
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise at(str(path), None, f"not a readable zip archive ({exc})") from None
+    with reading(str(path)), zipfile.ZipFile(path) as zf:
+        members = [m for m in zf.namelist() if not m.endswith("/")]
     named = {m: parse_name(m) for m in members}
     messages = [m for m, n in named.items() if n and n.kind == MESSAGE]
     if not messages:

@@ -10,14 +10,15 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, BID_PAD_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL,
                                     EV_HIDDEN_EXEC)
 from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS
-from alpharl.sim.params import SynthParams
+from alpharl.lobster.errors import at
+from alpharl.sim.params import SimParams, SynthParams
 
 #: Event code given to executions at a price between two ticks (hidden
 #: midpoint-pegged orders): they never meet the displayed queues, so the
@@ -63,6 +64,30 @@ def replay_stream(market) -> ReplayStream:
     for arr in (events, book):
         arr.flags.writeable = False
     return ReplayStream(events=events, book=np.ascontiguousarray(book), levels=levels, tick=tick)
+
+
+def fit_episode(params: SimParams, market) -> tuple[SimParams, str | None]:
+    """``params`` with the episode shortened to fit a replayed ``market``, and a one-line notice.
+
+    A replayed episode spans ``window_events`` rows and starts at a cursor
+    drawn so that the window ends before the last row, so it needs at least
+    window_events + 1 rows. Data that long, and a synthetic market, keep
+    ``params`` as they are (the same object: nothing about the run changes);
+    shorter data gets the longest episode that fits, (n - 1) // events_per_step
+    steps, and the notice says so. Data without room for one step is
+    refused (LobsterFormatError naming the file).
+    """
+    n = getattr(market, "n_events", None)
+    if n is None or params.window_events < n:
+        return params, None
+    steps = (n - 1) // params.events_per_step
+    if steps < 1:
+        raise at(market.source, None, f"{n} events: too few for one step of events_per_step = "
+                                      f"{params.events_per_step} events (needs at least {params.events_per_step + 1})")
+    fitted = replace(params, episode_steps=steps)
+    return fitted, (f"episode shortened to {steps} steps ({fitted.window_events} events) to fit the {n} events "
+                    f"of {market.source} (episode_steps = {params.episode_steps} needs "
+                    f"{params.window_events + 1}); set [sim] episode_steps to choose")
 
 
 @dataclass(frozen=True)
