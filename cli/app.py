@@ -12,7 +12,6 @@ import sys
 import warnings
 
 import typer
-from numba.core.errors import NumbaPerformanceWarning
 from typer.core import TyperGroup
 
 # The Click that Typer runs on: newer Typers carry their own (typer._click), and a separately
@@ -25,10 +24,16 @@ except ImportError:
 from alpharl.cli import bench, data, diag, eval as eval_cmd, slots, train
 from alpharl.cli.errors import EXIT_BAD_INPUT, fail, user_errors
 
+#: Numba's launch-size hint, matched by its message.
+LOW_OCCUPANCY_WARNING = r"Grid size \d+ will likely result in GPU under-utilization"
+
+
 def quiet_numba_warnings() -> None:
     """Numba's hints about launch sizes ("Grid size 16 will likely result in GPU under-utilization")
-    are noise in the CLI: alpharl's small grids are deliberate (numba is loaded by then anyway)."""
-    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)
+    are noise in the CLI: alpharl's small grids are deliberate."""
+    # By message: numba-cuda raises its own NumbaPerformanceWarning class (numba.cuda.core.errors),
+    # not numba.core.errors'; the text is the same in both.
+    warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_WARNING)
 
 
 def usage_line(exc: click.ClickException) -> str:

@@ -21,7 +21,7 @@ def train(*args):
 
 # ----------------------------------------------------------------- item 8: types
 @pytest.mark.parametrize("args, names", [
-    (["train", "--steps", "abc"], ["alpharl train", "--steps", "integer"]),
+    (["train", "--steps", "abc"], ["alpharl train", "--steps"]),  # each Click words the type its own way
     (["train", "--reward-scale", "lots"], ["--reward-scale"]),
     (["train", "--no-such-option"], ["--no-such-option"]),
     (["eval", "--start", "x"], ["--start"]),
@@ -151,3 +151,22 @@ def test_diag_json_is_strict(tmp_path):
     r = runner.invoke(app, ["diag", str(tmp_path / "run"), "--json"])
     assert r.exit_code == 0, r.output
     json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+
+def test_numba_launch_size_hints_are_quiet_in_the_cli():
+    """The CLI hides numba's low-occupancy hint whichever NumbaPerformanceWarning class raises it
+    (numba-cuda's own, which the GPU path uses, and numba's), and no other warning."""
+    import warnings
+
+    from numba.core import errors as numba_errors
+    from numba.cuda.core import errors as cuda_errors
+
+    from alpharl.cli.app import quiet_numba_warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        quiet_numba_warnings()
+        for cls in (cuda_errors.NumbaPerformanceWarning, numba_errors.NumbaPerformanceWarning):
+            warnings.warn(cls("Grid size 16 will likely result in GPU under-utilization due to low occupancy."))
+        warnings.warn(cuda_errors.NumbaPerformanceWarning("another hint"))
+    assert [str(w.message) for w in seen] == ["another hint"]
