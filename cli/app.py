@@ -24,8 +24,9 @@ except ImportError:
 from alpharl.cli import bench, data, diag, eval as eval_cmd, slots, train
 from alpharl.cli.errors import EXIT_BAD_INPUT, fail, user_errors
 
-#: Numba's launch-size hint, matched by its message.
-LOW_OCCUPANCY_WARNING = r"Grid size \d+ will likely result in GPU under-utilization"
+#: Numba's launch-size hint, matched by its message (a filter matches from the message's start, and
+#: numba may open it with a terminal highlight escape).
+LOW_OCCUPANCY_WARNING = r".*Grid size \d+ will likely result in GPU under-utilization"
 
 
 def quiet_numba_warnings() -> None:

@@ -166,7 +166,9 @@ def test_numba_launch_size_hints_are_quiet_in_the_cli():
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         quiet_numba_warnings()
+        hint = "Grid size 16 will likely result in GPU under-utilization due to low occupancy."
         for cls in (cuda_errors.NumbaPerformanceWarning, numba_errors.NumbaPerformanceWarning):
-            warnings.warn(cls("Grid size 16 will likely result in GPU under-utilization due to low occupancy."))
+            warnings.warn(cls(hint))
+            warnings.warn(cls(f"\x1b[1m{hint}\x1b[0m"))   # as numba highlights it on a terminal
         warnings.warn(cuda_errors.NumbaPerformanceWarning("another hint"))
     assert [str(w.message) for w in seen] == ["another hint"]
