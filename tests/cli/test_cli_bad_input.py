@@ -171,4 +171,4 @@ def test_numba_launch_size_hints_are_quiet_in_the_cli():
             warnings.warn(cls(hint))
             warnings.warn(cls(f"\x1b[1m{hint}\x1b[0m"))   # as numba highlights it on a terminal
         warnings.warn(cuda_errors.NumbaPerformanceWarning("another hint"))
-    assert [str(w.message) for w in seen] == ["another hint"]
+    assert len(seen) == 1 and "another hint" in str(seen[0].message)   # numba may highlight its text
