@@ -185,12 +185,8 @@ def resolve_config(config_file: Path | None, resume: Path | None, overrides: dic
 def resume_config(run_dir: Path, given: TrainConfig) -> TrainConfig:
     """The config a resumed run continues with: its own config.toml, but for ``RESUME_OVERRIDABLE`` from ``given``."""
     run_dir = Path(run_dir)
-    cfg_path = run_dir / CONFIG_FILE
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: no such run directory")
-    if not cfg_path.exists():
-        raise RunDirError(f"{cfg_path}: missing; {run_dir} is not an alpharl run directory")
-    saved = TrainConfig.from_toml(cfg_path)
+    check_resume_dir(run_dir)
+    saved = TrainConfig.from_toml(run_dir / CONFIG_FILE)
     return saved.with_overrides(**{k: getattr(given, k) for k in RESUME_OVERRIDABLE}, run_dir=str(run_dir))
 
 
