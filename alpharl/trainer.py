@@ -44,6 +44,7 @@ from alpharl.config import TrainConfig
 from alpharl.graph import CapturedGraph
 from alpharl.sizes import HIDDEN
 
+
 class IntegratedTrainer:
     """B backtests + networks + replay + controllers; ``step()`` runs one training step."""
 

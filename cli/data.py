@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from alpharl import jsontext
-
 from alpharl.cli.errors import UserError, user_errors
 from alpharl.lobster import cache as lobster_cache
 from alpharl.lobster.load import load_lobster

@@ -139,7 +139,7 @@ class DeviceBackend(SharedOps):
         self.stream.synchronize()
 
     def to_host(self, arr) -> np.ndarray:
-        self.stream.synchronize()
+        self.sync()
         return arr.copy_to_host(stream=self.stream)
 
     def copy_in(self, arr, host: np.ndarray) -> None:

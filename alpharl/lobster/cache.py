@@ -62,6 +62,11 @@ def cache_dir() -> Path:
     return Path(base) / "alpharl"
 
 
+def _folder(folder: Path | None) -> Path:
+    """``folder``, or the cache directory when None."""
+    return Path(folder) if folder is not None else cache_dir()
+
+
 def max_bytes() -> int:
     """The size cap of the cache directory ($ALPHARL_CACHE_MAX_MB, else DEFAULT_MAX_MB)."""
     raw = os.environ.get(MAX_MB_ENV, "")
@@ -87,7 +92,7 @@ def source_key(files: list[Path]) -> dict:
 def entry_path(primary: Path, key: dict, folder: Path | None = None) -> Path:
     """The entry of source ``primary`` with ``key``, in ``folder`` (None: ``cache_dir()``)."""
     tag = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:_KEY_DIGITS]
-    return Path(folder if folder is not None else cache_dir()) / f"{primary.name}.{tag}{SUFFIX}"
+    return _folder(folder) / f"{primary.name}.{tag}{SUFFIX}"
 
 
 def lookup(primary: Path, key: dict, folder: Path | None = None) -> MarketData | None:
@@ -147,7 +152,7 @@ def write(md: MarketData, key: dict, primary: Path, folder: Path | None = None) 
 
 def entries(folder: Path | None = None) -> list[Path]:
     """The cache entries in ``folder`` (None: ``cache_dir()``), least recently used first."""
-    folder = Path(folder if folder is not None else cache_dir())
+    folder = _folder(folder)
     if not folder.is_dir():
         return []
     found = []
@@ -168,7 +173,7 @@ def _size(p: Path) -> int:
 def usage(folder: Path | None = None) -> dict:
     """Where the cache is and how much it holds (for ``alpharl data cache``)."""
     found = entries(folder)
-    return {"dir": str(folder if folder is not None else cache_dir()), "entries": len(found),
+    return {"dir": str(_folder(folder)), "entries": len(found),
             "bytes": sum(_size(p) for p in found), "max_bytes": max_bytes(),
             "files": [{"name": p.name, "bytes": _size(p)} for p in found]}
 
@@ -193,7 +198,7 @@ def evict(folder: Path, limit: int, keep: Path | None = None) -> list[str]:
 
 def clear(folder: Path | None = None) -> int:
     """Remove every entry (and a killed writer's temporaries) from the cache folder; the bytes freed."""
-    folder = Path(folder if folder is not None else cache_dir())
+    folder = _folder(folder)
     freed = sum(_size(p) for p in entries(folder))
     evict(folder, 0)
     remove_stale_temps(folder)

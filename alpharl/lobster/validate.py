@@ -13,9 +13,9 @@ import numpy as np
 from alpharl.lobster.errors import at
 from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, ASK_SIZE, BID_PAD_PRICE, BID_PRICE, BID_SIZE,
                                     BOOK_COLS_PER_LEVEL, DIR_BUY, DIR_SELL, EV_CANCEL, EV_DELETE, EV_EXEC,
-                                    EV_HALT, EV_NEW, PRICE_SCALE, HALT_PRICES,
+                                    EV_HALT, EV_NEW, HALT_PRICES,
                                     KNOWN_EVENT_TYPES, MSG_COLUMNS, MSG_DIRECTION, MSG_ORDER_ID, MSG_PRICE,
-                                    MSG_SIZE, MSG_TIME, MSG_TYPE, book_column_name)
+                                    MSG_SIZE, MSG_TIME, MSG_TYPE, PRICE_SCALE, book_column_name)
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 #: Share of the distinct book prices, and of their occurrences, that must lie on

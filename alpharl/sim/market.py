@@ -14,10 +14,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from alpharl.lobster.errors import at
 from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, BID_PAD_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL,
                                     EV_HIDDEN_EXEC)
 from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS
-from alpharl.lobster.errors import at
 from alpharl.sim.params import SimParams, SynthParams
 
 #: Event code given to executions at a price between two ticks (hidden
