@@ -12,24 +12,16 @@ from alpharl.cuda_kernels.lobsim.features import (FEATURES_BLOCK, FEATURES_DIM, 
                                                   rl_features_reset, rl_features_step)
 from alpharl.prng import STREAM_FEATURES, seed_states, uniform24_np, xorshift32_np
 from alpharl.sim import layout as L
+from alpharl.sim.outputs import StepOutputs
 from alpharl.sizes import cdiv
 
 
-class _Outputs:
+class _Outputs(StepOutputs):
     obs_dim = FEATURES_DIM
 
     @property
     def obs(self):
         return self.obs_buf
-
-    def output(self, k: int):
-        return self.out[k]
-
-    reward = property(lambda self: self.out[L.OUT_REWARD])
-    done = property(lambda self: self.out[L.OUT_DONE])
-    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL])
-    label_up = property(lambda self: self.out[L.OUT_LABEL_UP])
-    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET])
 
 
 class FeatureEnv(_Outputs):

@@ -25,10 +25,11 @@ from alpharl.cuda_kernels.lobsim.stage import step_launch
 from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_states
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, replay_stream
+from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
 
-class LobSim:
+class LobSim(StepOutputs):
     """B backtests on one device; ``market`` is a MarketData (replay) or a SyntheticMarket."""
 
     def __init__(self, market, params: SimParams, n_backtests: int, seed: int, stream=None):
@@ -107,17 +108,7 @@ class LobSim:
         """float32[B, obs_dim] device array: the observation for the next action."""
         return self.obs_d
 
-    def output(self, k: int):
-        """Row k (alpharl.sim.layout OUT_*) of the per-step outputs: a float32[B] device array."""
-        return self.out[k]
-
-    reward = property(lambda self: self.out[L.OUT_REWARD], doc="float32[B]: equity change over the step, $")
-    done = property(lambda self: self.out[L.OUT_DONE], doc="float32[B]: 1.0 where the episode ended")
-    truncated = property(lambda self: self.out[L.OUT_TRUNCATED], doc="float32[B]: 1.0 where the window ran out")
-    trade_done = property(lambda self: self.out[L.OUT_TRADE_DONE], doc="float32[B]: 1.0 where a trade ended")
-    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL], doc="float32[B]: PnL of the trade that ended, $")
-    label_up = property(lambda self: self.out[L.OUT_LABEL_UP], doc="float32[B]: 1.0 where the mid rose this step")
-    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET], doc="float32[B]: relative mid change this step")
+    # output(k), reward, done, ...: StepOutputs
 
     # ------------------------------------------------------------ host copies
     def state_dict(self) -> dict:

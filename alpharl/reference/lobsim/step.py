@@ -71,12 +71,13 @@ from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, replay_stream
+from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
 _I32 = np.int32
 
 
-class ReferenceLobSim:
+class ReferenceLobSim(StepOutputs):
     """B backtests of the LOB simulator on host arrays (same API as ``LobSim``).
 
     ``market``: a MarketData (historical replay) or a :class:`SyntheticMarket`.
@@ -190,16 +191,7 @@ class ReferenceLobSim:
     def obs(self) -> np.ndarray:
         return self.obs_buf
 
-    def output(self, k: int) -> np.ndarray:
-        return self.out[k]
-
-    reward = property(lambda self: self.out[L.OUT_REWARD])
-    done = property(lambda self: self.out[L.OUT_DONE])
-    truncated = property(lambda self: self.out[L.OUT_TRUNCATED])
-    trade_done = property(lambda self: self.out[L.OUT_TRADE_DONE])
-    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL])
-    label_up = property(lambda self: self.out[L.OUT_LABEL_UP])
-    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET])
+    # output(k), reward, done, ...: StepOutputs
 
     def state_dict(self) -> dict:
         d = {"state_i": self.state_i.copy(), "state_f": self.state_f.copy(), "rng": self.rng.copy(),

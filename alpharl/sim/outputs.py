@@ -1,0 +1,25 @@
+"""The per-step outputs of a simulator by name: one definition for every env.
+
+``LobSim`` (device arrays), ``ReferenceLobSim`` and the synthetic feature envs
+(host or device arrays) keep their per-step outputs as rows of one array
+``self.out[N_OUT, B]`` (alpharl.sim.layout OUT_*); this mixin names the rows.
+"""
+from __future__ import annotations
+
+from alpharl.sim import layout as L
+
+
+class StepOutputs:
+    """Named views of ``self.out``'s rows (float32[B] each, device or host as ``out`` is)."""
+
+    def output(self, k: int):
+        """Row k (alpharl.sim.layout OUT_*) of the per-step outputs: a float32[B] array."""
+        return self.out[k]
+
+    reward = property(lambda self: self.out[L.OUT_REWARD], doc="float32[B]: equity change over the step, $")
+    done = property(lambda self: self.out[L.OUT_DONE], doc="float32[B]: 1.0 where the episode ended")
+    truncated = property(lambda self: self.out[L.OUT_TRUNCATED], doc="float32[B]: 1.0 where the window ran out")
+    trade_done = property(lambda self: self.out[L.OUT_TRADE_DONE], doc="float32[B]: 1.0 where a trade ended")
+    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL], doc="float32[B]: PnL of the trade that ended, $")
+    label_up = property(lambda self: self.out[L.OUT_LABEL_UP], doc="float32[B]: 1.0 where the mid rose this step")
+    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET], doc="float32[B]: relative mid change this step")
