@@ -9,7 +9,7 @@ runner = CliRunner()
 def test_help_lists_every_command_with_a_line():
     r = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    for cmd in ("train", "diag", "eval", "slots", "bench", "data"):
+    for cmd in ("train", "diag", "eval", "export", "slots", "bench", "data"):
         line = next((ln for ln in r.output.splitlines() if f" {cmd} " in ln), None)
         assert line is not None and len(line.split(cmd, 1)[1].strip(" │")) > 10, cmd
     r = runner.invoke(app, ["data", "--help"], env={"COLUMNS": "200"})
@@ -17,7 +17,7 @@ def test_help_lists_every_command_with_a_line():
 
 
 def test_every_command_has_help():
-    for cmd in (["train"], ["diag"], ["eval"], ["slots"], ["bench"], ["data", "info"]):
+    for cmd in (["train"], ["diag"], ["eval"], ["export"], ["slots"], ["bench"], ["data", "info"]):
         r = runner.invoke(app, [*cmd, "--help"], env={"COLUMNS": "200"})
         assert r.exit_code == 0 and "Usage" in r.output, cmd
 
