@@ -16,6 +16,7 @@ import numpy as np
 
 from alpharl.atomic import atomic_writer
 from alpharl.rundir import CHECKPOINT_FILE
+from alpharl.sim.layout import OBS_VERSION
 
 FORMAT = "alpharl-checkpoint-v1"
 
@@ -51,3 +52,14 @@ def load_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict]:
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {FORMAT!r}")
     return arrays, meta
+
+
+def check_obs_version(meta: dict, path: Path | str) -> None:
+    """The checkpoint's network reads the observation this code writes: its meta ``obs_version``
+    is layout.OBS_VERSION. Checkpoints from before the version was recorded read version 1 (the
+    file's own level count, sizes in raw shares), which no network of today's runs can replace."""
+    version = meta.get("obs_version", 1)
+    if version != OBS_VERSION:
+        raise CheckpointError(f"{path}: its network was trained on observation version {version} (this alpharl "
+                              f"writes version {OBS_VERSION}: [sim] obs_levels book levels in instrument-free "
+                              f"units) and cannot read today's observations; train the run again")

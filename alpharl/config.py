@@ -140,8 +140,15 @@ class TrainConfig:
         return cls.from_dict(read_toml(path), source=str(path))
 
     def with_overrides(self, **overrides) -> "TrainConfig":
-        """Command-line options (None = not given) override the file's values."""
+        """Command-line options (None = not given) override the file's values; a dotted key
+        (``sim.obs_levels``) overrides one field of a section."""
         given = {k: v for k, v in overrides.items() if v is not None}
+        sections: dict[str, dict] = {}
+        for key in [k for k in given if "." in k]:
+            section, name = key.split(".", 1)
+            sections.setdefault(section, {})[name] = given.pop(key)
+        for section, values in sections.items():
+            given[section] = dataclasses.replace(given.get(section, getattr(self, section)), **values)
         return dataclasses.replace(self, **given)
 
     def to_toml(self) -> str:

@@ -116,7 +116,7 @@ class NetPolicy:
         params = np.asarray(params, np.float32).ravel()
         if params.size != self.layout.n_params:
             raise EvalError(f"checkpoint network has {params.size} parameters; observations of size {obs_dim} "
-                            f"need {self.layout.n_params} (trained on another level count?)")
+                            f"need {self.layout.n_params} (the run's config.toml is not the checkpoint's?)")
         self.params = params
         self.greedy = greedy
         self.prng = seed_states(seed, b, STREAM_EVAL)
@@ -230,7 +230,8 @@ def make_setup(config, data: str | None, start: float, end: float, b: int, steps
         market, window = select_window(load_market(data if data is not None else config.data), start, end)
         params = fit_params(params, window.stop - window.first)
         n_steps = steps or max(1, (window.stop - window.first) // params.events_per_step)
-    return EvalSetup(market, params, b, n_steps, seed, window, L.obs_dim(market.levels))
+    # the network's input is the run's observation, whatever the depth of the data evaluated on
+    return EvalSetup(market, params, b, n_steps, seed, window, L.obs_dim(params.obs_levels))
 
 
 def load_market(data: str | None):

@@ -4,7 +4,7 @@
 The run directory's files, its resume rules and the config merge are
 alpharl.rundir's; the checkpoint holds keys ``nets.*`` (params, adam_m,
 adam_v, target, adam_state), ``sim.*``, ``replay.*``, ``isv``, ``prng``,
-``step_count``, ``acc``, ``trainer.steps_done``; meta: step, b, obs_dim, config.
+``step_count``, ``acc``, ``trainer.steps_done``; meta: step, b, obs_dim, obs_version, config.
 
 Ctrl-C (SIGINT) or SIGTERM stops after the current step: a final checkpoint is
 written and the diagnostics flushed. ``--steps`` is the run's total: resuming a
@@ -19,13 +19,14 @@ from pathlib import Path
 
 from alpharl import isv as S
 from alpharl.backends.factory import resolve_backend
-from alpharl.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from alpharl.checkpoint import CheckpointError, check_obs_version, load_checkpoint, save_checkpoint
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
 from alpharl.lobster.load import load_lobster
 from alpharl.lobster.sample import load_embedded
 from alpharl.rundir import (CHECKPOINT_FILE, clean, default_run_dir, has_checkpoint, resume_config, write_config,
                             write_summary)
+from alpharl.sim.layout import OBS_VERSION
 from alpharl.sim.market import SyntheticMarket, fit_episode
 from alpharl.signals import METRICS
 from alpharl.sizes import LN_N_ATOMS
@@ -53,6 +54,7 @@ def _load_resumed(trainer: IntegratedTrainer, run_dir: Path, config: TrainConfig
     """Load the run's checkpoint into ``trainer``; the step it was written at."""
     path = run_dir / CHECKPOINT_FILE
     arrays, meta = load_checkpoint(path)
+    check_obs_version(meta, path)
     if int(meta.get("obs_dim", -1)) != trainer.obs_dim or int(meta.get("b", -1)) != config.b:
         raise CheckpointError(f"{path}: checkpoint is for b={meta.get('b')}, "
                               f"obs_dim={meta.get('obs_dim')}; this run has b={config.b}, obs_dim={trainer.obs_dim}")
@@ -130,7 +132,8 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     writer = DiagnosticsWriter(run_dir, list(METRICS), append=continuing, keep_until_step=start_step)
 
     def checkpoint(step: int) -> None:
-        meta = {"step": step, "b": config.b, "obs_dim": trainer.obs_dim, "config": config.to_dict()}
+        meta = {"step": step, "b": config.b, "obs_dim": trainer.obs_dim, "obs_version": OBS_VERSION,
+                "config": config.to_dict()}
         save_checkpoint(run_dir / CHECKPOINT_FILE, trainer.state_dict(), meta)
         write_parquet_snapshot(run_dir)
 

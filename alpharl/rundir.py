@@ -82,7 +82,8 @@ def clean(run_dir: Path) -> list[str]:
 
 
 def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    """The option of a config key; a section's field (``sim.obs_levels``) is named by the field."""
+    return "--" + name.split(".")[-1].replace("_", "-")
 
 
 # ------------------------------------------------------------- the checks

@@ -31,12 +31,14 @@ import numpy as np
 import alpharl  # noqa: F401  (chooses the target before numba is imported)
 from alpharl import isv as S
 from alpharl import target
+from alpharl.sim.layout import obs_dim
+from alpharl.sim.params import SimParams
 from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS
 
 #: fp32 (non-tensor) peak of an H200 SXM, TFLOP/s.
 H200_FP32_PEAK_TFLOPS = 67.0
-#: Default observation width (the simulator's is set by its config; ~40 for 10 book levels).
-DEFAULT_OBS_DIM = 40
+#: Default observation width: the simulator's with the default [sim] obs_levels.
+DEFAULT_OBS_DIM = obs_dim(SimParams().obs_levels)
 RESULTS = Path(__file__).resolve().parent / "results"
 #: Launches per captured graph when timing one kernel alone.
 KERNEL_REPEATS = 10

@@ -9,7 +9,7 @@ import typer
 from alpharl import evaluate as E
 from alpharl import jsontext
 from alpharl import target
-from alpharl.checkpoint import load_checkpoint
+from alpharl.checkpoint import check_obs_version, load_checkpoint
 from alpharl.cli.errors import UserError, user_errors
 from alpharl.config import TrainConfig
 from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, POLICIES
@@ -52,7 +52,8 @@ def eval_(
                 raise UserError(f"{run}: no {CONFIG_FILE} there (not a run directory?)")
             config = TrainConfig.from_toml(run / CONFIG_FILE)
             if any(n in POLICIES for n in names):
-                arrays, _ = load_checkpoint(run / CHECKPOINT_FILE)
+                arrays, meta = load_checkpoint(run / CHECKPOINT_FILE)
+                check_obs_version(meta, run / CHECKPOINT_FILE)
                 params = E.checkpoint_params(arrays)
         elif policy in POLICIES:
             raise UserError(f"--policy {policy}: needs RUN, a trained run directory")

@@ -39,6 +39,7 @@ def train(
     minibatch: Annotated[int | None, typer.Option("--minibatch", help=f"Q minibatch drawn from the replay per learning iteration. (default: {_D.minibatch})", show_default=False)] = None,
     replay_capacity: Annotated[int | None, typer.Option("--replay-capacity", help=f"Transitions held by the prioritized replay. (default: {_D.replay_capacity})", show_default=False)] = None,
     reward_scale: Annotated[float | None, typer.Option("--reward-scale", help=f"Reward ($) multiplier before learning. (default: {_D.reward_scale})", show_default=False)] = None,
+    obs_levels: Annotated[int | None, typer.Option("--obs-levels", min=1, help=f"Book levels in the observation, whatever the data's depth ([sim] obs_levels; deeper books cut, shallower padded). (default: {_D.sim.obs_levels})", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of options; command-line options override it.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live dashboard: a plain progress line at most once a minute.")] = False,
 ) -> None:
@@ -49,7 +50,8 @@ def train(
             overrides=dict(steps=steps, b=b, data=None if data is None else str(data), synthetic=synthetic, seed=seed,
                            run_dir=None if run_dir is None else str(run_dir), diag_every=diag_every,
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
-                           k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale))
+                           k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale,
+                           **{"sim.obs_levels": obs_levels}))
         note = rundir.check_paths(cfg, resume)
         if note:
             typer.echo(f"alpharl: {note}", err=True)

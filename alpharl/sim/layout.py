@@ -123,20 +123,41 @@ OUT_NAMES = ("reward", "done", "truncated", "trade_done", "trade_pnl", "label_up
 N_FILL_I = 8
 
 # ------------------------------------------------------------ observation
-#: Per book level, 4 values: ask offset from mid (ticks, > 0), log1p(ask size),
-#: bid offset below mid (ticks, > 0), log1p(bid size); an empty level is 0, 0.
+# One observation row per backtest, float32[obs_dim(obs_levels)]. Its length is fixed by
+# SimParams.obs_levels, never by the data: a policy moves between files of any depth L.
+#
+# Book block, levels 1..obs_levels, 4 values each. Levels 1..min(L, obs_levels) are read from
+# the snapshot; a deeper book's levels past obs_levels are not observed (the simulator still
+# matches, queues and fills against all L levels). "No level" encoding: a level the file does
+# not have (L < obs_levels) or the book lists as empty is all four values 0. The size value
+# alone tells: a listed level holds at least one share, so its log size is > 0. Zeros also add
+# nothing to the first layer's pre-activations (w x 0 = 0), so a network meets a shallower book
+# as a deeper one whose far levels are silent.
+#
+# Units: nothing depends on the instrument's price level or share scale.
+#   prices  offsets from mid in ticks; mid = (ask1 + bid1) / 2 (the other best when one side is
+#           empty), so a touch level sits spread / 2 ticks away;
+#   sizes   log1p(size / u) with u = (ask1 size + bid1 size) / 2, the mean size at the touch in
+#           shares. The unit u is the book's own touch depth, which every file has at any depth,
+#           so multiplying every size of a book by k leaves the values unchanged; log1p maps an
+#           empty level to 0, a level as deep as the touch mean to ln 2, and tames the heavy tail
+#           of level sizes (1 to 1e5 shares). u = 0 (both touch sizes 0) gives 0;
+#   ratios  imbalances in [-1, 1], position in [-1, 1], times as fractions of the episode;
+#   PnL     unrealised PnL / (lot_size x tick $) = lots held x ticks gained since entry.
+#: Per book level: ask offset above mid (ticks, >= 0), ask log size, bid offset below mid
+#: (ticks, >= 0), bid log size; the "no level" encoding is 0, 0 (above).
 OBS_LEVEL_ASK_OFF, OBS_LEVEL_ASK_LOGSZ, OBS_LEVEL_BID_OFF, OBS_LEVEL_BID_LOGSZ = range(4)
 OBS_PER_LEVEL = 4
-#: Fields after the book block, as offsets from 4*L.
-(OBX_SPREAD,        # best ask - best bid, ticks
- OBX_IMB1,          # (bid size 1 - ask size 1) / (sum), in [-1, 1]
- OBX_IMB_DEPTH,     # the same over all visible levels
- OBX_RET,           # N_RET rows: mid change over RETURN_LAGS steps, ticks
+#: Fields after the book block, as offsets from OBS_PER_LEVEL * obs_levels (obx_base).
+(OBX_SPREAD,        # best ask - best bid, ticks (0 with a side empty)
+ OBX_IMB1,          # (bid size 1 - ask size 1) / (their sum), in [-1, 1]
+ OBX_IMB_DEPTH,     # the same over the observed levels 1..min(L, obs_levels)
+ OBX_RET,           # N_RET values: mid change over RETURN_LAGS steps, ticks
  ) = (0, 1, 2, 3)
-OBX_POSITION = OBX_RET + N_RET          # inventory / max_position
-OBX_UPNL = OBX_POSITION + 1             # unrealised PnL / (lot_size x tick $): ticks per lot
+OBX_POSITION = OBX_RET + N_RET          # inventory / max_position, in [-1, 1]
+OBX_UPNL = OBX_POSITION + 1             # inventory x (mid - avg entry) / (lot_size x tick): lots x ticks
 OBX_BUY_FLAG = OBX_UPNL + 1             # 1 live, 0.5 pending (latency), 0 none
-OBX_BUY_QUEUE = OBX_BUY_FLAG + 1        # log1p(queue ahead), 0 if no live order
+OBX_BUY_QUEUE = OBX_BUY_FLAG + 1        # log1p(queue ahead / u), u as the sizes'; 0 if no live order
 OBX_BUY_OFF = OBX_BUY_QUEUE + 1         # (mid - price) ticks, 0 if none
 OBX_SELL_FLAG = OBX_BUY_OFF + 1
 OBX_SELL_QUEUE = OBX_SELL_FLAG + 1
@@ -144,30 +165,39 @@ OBX_SELL_OFF = OBX_SELL_QUEUE + 1       # (price - mid) ticks, 0 if none
 OBX_TIME_IN_TRADE = OBX_SELL_OFF + 1    # trade_steps / episode_steps
 OBX_TIME_LEFT = OBX_TIME_IN_TRADE + 1   # (episode_steps - step_in_ep) / episode_steps
 N_OBS_EXTRA = OBX_TIME_LEFT + 1
+#: Version of the observation's definition, recorded in every checkpoint: a network trained on
+#: another version reads different features. 1: the file's L levels, sizes as log1p(shares);
+#: 2: obs_levels levels, the units above.
+OBS_VERSION = 2
 
 
-def obs_dim(levels: int) -> int:
-    """Length of the observation vector for an L-level book."""
-    return OBS_PER_LEVEL * levels + N_OBS_EXTRA
+def obx_base(obs_levels: int) -> int:
+    """Index of the first field after the book block (add an OBX_* offset)."""
+    return OBS_PER_LEVEL * obs_levels
 
 
-def obs_names(levels: int) -> list[str]:
+def obs_dim(obs_levels: int) -> int:
+    """Length of the observation vector with obs_levels book levels (SimParams.obs_levels)."""
+    return obx_base(obs_levels) + N_OBS_EXTRA
+
+
+def obs_names(obs_levels: int) -> list[str]:
     """Name of every observation element, in order."""
     names = []
-    for lv in range(1, levels + 1):
+    for lv in range(1, obs_levels + 1):
         names += [f"ask{lv}_off", f"ask{lv}_logsz", f"bid{lv}_off", f"bid{lv}_logsz"]
     names += ["spread", "imbalance1", "imbalance_depth"] + [f"ret_{k}" for k in RETURN_LAGS]
     names += ["position", "upnl", "buy_flag", "buy_queue", "buy_off", "sell_flag", "sell_queue", "sell_off",
               "time_in_trade", "time_left"]
-    assert len(names) == obs_dim(levels)
+    assert len(names) == obs_dim(obs_levels)
     return names
 
 
 # ---------------------------------------------------------- packed params
 #: int32 parameter array ip[N_IP].
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
- IP_QUEUE_MODEL, IP_PARTIAL, IP_FORCE_FLATTEN, IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC) = range(13)
-N_IP = 13
+ IP_QUEUE_MODEL, IP_PARTIAL, IP_FORCE_FLATTEN, IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC, IP_OBS_LEVELS) = range(14)
+N_IP = 14
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE = range(3)
 N_FP = 3
@@ -179,7 +209,8 @@ QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC = range(len(QUEUE_MODELS))
 
 
 def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(ip int32[N_IP], fp float64[N_FP]) of one simulator configuration."""
+    """(ip int32[N_IP], fp float64[N_FP]) of one simulator configuration (``levels``: the data's L;
+    the observation's level count is ``p.obs_levels``)."""
     ip = np.zeros(N_IP, np.int32)
     ip[IP_LEVELS] = levels
     ip[IP_EVENTS_PER_STEP] = p.events_per_step
@@ -194,6 +225,7 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_FILL_CAP] = p.fills_log_capacity
     ip[IP_N_ROWS] = n_rows
     ip[IP_SYNTHETIC] = int(synthetic)
+    ip[IP_OBS_LEVELS] = p.obs_levels
     fp = np.zeros(N_FP, np.float64)
     fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee

@@ -62,7 +62,7 @@ class LobSim(StepOutputs):
         ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.ip = cuda.to_device(ip, stream=st)
         self.fp = cuda.to_device(fp, stream=st)
-        self.obs_dim = L.obs_dim(self.levels)
+        self.obs_dim = L.obs_dim(params.obs_levels)
         cap = max(params.fills_log_capacity, 1)
         self.state_i = cuda.device_array((L.N_STATE_I, self.B), np.int32, stream=st)
         self.state_f = cuda.device_array((L.N_STATE_F, self.B), np.float64, stream=st)

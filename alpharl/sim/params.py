@@ -48,6 +48,10 @@ class SimParams:
     fills_log_capacity: int = 0
     """Fill records kept per backtest in the device ring (0: no fills log). The host
     must drain at least this often (in fills) or the oldest records are overwritten."""
+    obs_levels: int = 10
+    """Book levels in the observation, whatever the data's depth: a deeper book's further
+    levels are cut, a shallower one's missing levels padded with the "no level" encoding
+    (alpharl.sim.layout). Only the observation: matching and fills use all the data's levels."""
 
     def __post_init__(self):
         checks = {
@@ -59,6 +63,7 @@ class SimParams:
             "fee_mode": self.fee_mode in FEE_MODES,
             "queue_model": self.queue_model in QUEUE_MODELS,
             "fills_log_capacity": self.fills_log_capacity >= 0,
+            "obs_levels": self.obs_levels >= 1,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:

@@ -1,5 +1,9 @@
 """The observation vector of SPEC §3.5, written by one thread per backtest.
-Layout (named offsets) in alpharl.sim.layout; NumPy twin in alpharl.reference.lobsim.observe."""
+
+Layout, units and the "no level" encoding are alpharl.sim.layout's (OBS_* / OBX_*);
+NumPy twin in alpharl.reference.lobsim.observe. ``write_obs`` serves lobsim_step and
+lobsim_reset; step.py's ``lobsim_observe`` (test_only) runs it alone on given snapshots and
+states, so the tests compare it with its twin on random books of any depth."""
 from __future__ import annotations
 
 import math
@@ -9,11 +13,11 @@ from numba import cuda, float32, float64
 from alpharl.cuda_kernels.lobsim.book import mid2_of, word
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, FP_TICK_DOLLARS, IP_EPISODE_STEPS, IP_LEVELS, IP_LOT,
-                                IP_MAX_POS, LIVE, O_LIVE_AT, O_PX, O_QA, O_QTY, OBS_LEVEL_ASK_LOGSZ,
+                                IP_MAX_POS, IP_OBS_LEVELS, LIVE, O_LIVE_AT, O_PX, O_QA, O_QTY, OBS_LEVEL_ASK_LOGSZ,
                                 OBS_LEVEL_ASK_OFF, OBS_LEVEL_BID_LOGSZ, OBS_LEVEL_BID_OFF, OBS_PER_LEVEL, OBX_BUY_FLAG,
                                 OBX_IMB1, OBX_IMB_DEPTH, OBX_POSITION, OBX_RET, OBX_SELL_FLAG, OBX_SPREAD,
-                                OBX_TIME_IN_TRADE, OBX_TIME_LEFT, OBX_UPNL, RET_LAG_0, RET_LAG_1, RET_LAG_2,
-                                RET_LAG_3, S_BUY_PX, S_INVENTORY, S_MID_HIST, S_SELL_PX, S_STEP_IN_EP, S_TRADE_STEPS)
+                                OBX_TIME_IN_TRADE, OBX_TIME_LEFT, OBX_UPNL, RET_LAG_0, RET_LAG_1, RET_LAG_2, RET_LAG_3,
+                                S_BUY_PX, S_INVENTORY, S_MID_HIST, S_SELL_PX, S_STEP_IN_EP, S_TRADE_STEPS)
 
 #: Flag value of an order still waiting out its entry latency (1 = live).
 PENDING_FLAG = 0.5
@@ -31,20 +35,29 @@ def ratio(num, den):
 
 
 @cuda.jit(device=True)
-def order_features(st, b, base, sgn, m, obs, k):
-    """flag, log1p(queue ahead), signed price offset from mid (ticks) of one resting order."""
+def log_size(z, unit):
+    """log1p(z / unit) in float32: a size in units of the mean touch size (layout.py); 0 when unit is 0."""
+    if unit == float32(0.0):
+        return float32(0.0)
+    return math.log1p(float32(z) / unit)
+
+
+@cuda.jit(device=True)
+def order_features(st, b, base, sgn, m, unit, obs, k):
+    """flag, log1p(queue ahead / unit), signed price offset from mid (ticks) of one resting order."""
     half = float32(0.5)
     qty = st[base + O_QTY]
     live = qty > 0 and st[base + O_LIVE_AT] == LIVE
     obs[b, k] = float32(1.0) if live else (float32(PENDING_FLAG) if qty > 0 else float32(0.0))
-    obs[b, k + FLAG_TO_QUEUE] = math.log1p(float32(st[base + O_QA])) if live else float32(0.0)
+    obs[b, k + FLAG_TO_QUEUE] = log_size(st[base + O_QA], unit) if live else float32(0.0)
     obs[b, k + FLAG_TO_OFF] = float32(sgn * (2 * st[base + O_PX] - m)) * half if qty > 0 else float32(0.0)
 
 
 @cuda.jit(device=True)
 def write_obs(st, fs, b, book, at, pi, pf, obs):
     """obs[b, :] from the snapshot at ``at`` (flat book, see book.py) and backtest b's state
-    ``st`` / ``fs`` (register copies, see lobsim_step; ``pi`` / ``pf`` the packed parameters)."""
+    ``st`` / ``fs`` (register copies, see lobsim_step; ``pi`` / ``pf`` the packed parameters).
+    Book levels 1..min(L, obs_levels) are read; levels past L up to obs_levels are padded."""
     half = float32(0.5)
     zero = float32(0.0)
     # the best level once, before any obs store (the compiler cannot tell obs from book apart)
@@ -53,10 +66,14 @@ def write_obs(st, fs, b, book, at, pi, pf, obs):
     as1 = word(book, at + ASK_SIZE)
     bs1 = word(book, at + BID_SIZE)
     m = mid2_of(a1, b1)
+    # the size unit: the mean touch size, shares (float32 sum: no int32 overflow; exact below 2^24)
+    unit = (float32(as1) + float32(bs1)) * half
     nl = pi[IP_LEVELS]
+    no = pi[IP_OBS_LEVELS]
+    seen = min(nl, no)
     depth_a = 0
     depth_b = 0
-    for lv in range(nl):
+    for lv in range(seen):
         c = lv * BOOK_COLS_PER_LEVEL
         k = lv * OBS_PER_LEVEL
         a = word(book, at + c + ASK_PRICE)
@@ -65,19 +82,21 @@ def write_obs(st, fs, b, book, at, pi, pf, obs):
         bz = word(book, at + c + BID_SIZE)
         if a != ASK_EMPTY:
             obs[b, k + OBS_LEVEL_ASK_OFF] = float32(2 * a - m) * half
-            obs[b, k + OBS_LEVEL_ASK_LOGSZ] = math.log1p(float32(az))
+            obs[b, k + OBS_LEVEL_ASK_LOGSZ] = log_size(az, unit)
             depth_a += az
         else:
             obs[b, k + OBS_LEVEL_ASK_OFF] = zero
             obs[b, k + OBS_LEVEL_ASK_LOGSZ] = zero
         if bd != BID_EMPTY:
             obs[b, k + OBS_LEVEL_BID_OFF] = float32(m - 2 * bd) * half
-            obs[b, k + OBS_LEVEL_BID_LOGSZ] = math.log1p(float32(bz))
+            obs[b, k + OBS_LEVEL_BID_LOGSZ] = log_size(bz, unit)
             depth_b += bz
         else:
             obs[b, k + OBS_LEVEL_BID_OFF] = zero
             obs[b, k + OBS_LEVEL_BID_LOGSZ] = zero
-    x = OBS_PER_LEVEL * nl
+    for k in range(seen * OBS_PER_LEVEL, no * OBS_PER_LEVEL):   # levels the file does not have
+        obs[b, k] = zero
+    x = OBS_PER_LEVEL * no
     obs[b, x + OBX_SPREAD] = float32(a1 - b1) if (a1 != ASK_EMPTY and b1 != BID_EMPTY) else zero
     obs[b, x + OBX_IMB1] = ratio(bs1 - as1, bs1 + as1)
     obs[b, x + OBX_IMB_DEPTH] = ratio(depth_b - depth_a, depth_b + depth_a)
@@ -94,8 +113,9 @@ def write_obs(st, fs, b, book, at, pi, pf, obs):
         obs[b, x + OBX_UPNL] = float32(float64(inv) * (mid_d - fs[F_AVG_PX]) / (float64(pi[IP_LOT]) * tick_d))
     else:
         obs[b, x + OBX_UPNL] = zero
-    order_features(st, b, S_BUY_PX, -1, m, obs, x + OBX_BUY_FLAG)
-    order_features(st, b, S_SELL_PX, 1, m, obs, x + OBX_SELL_FLAG)
+    order_features(st, b, S_BUY_PX, -1, m, unit, obs, x + OBX_BUY_FLAG)
+    order_features(st, b, S_SELL_PX, 1, m, unit, obs, x + OBX_SELL_FLAG)
     steps = float32(pi[IP_EPISODE_STEPS])
     obs[b, x + OBX_TIME_IN_TRADE] = float32(st[S_TRADE_STEPS]) / steps
     obs[b, x + OBX_TIME_LEFT] = float32(pi[IP_EPISODE_STEPS] - st[S_STEP_IN_EP]) / steps
+

@@ -29,7 +29,8 @@ only.
 
 Launch ``lobsim_step`` with ``step_launch(B, E, L)`` (stage.py) and
 ``lobsim_reset`` as ``[sim_grid(B), SIM_BLOCK]`` (one thread per backtest, no
-shared memory: threads past B exit at once).
+shared memory: threads past B exit at once). ``lobsim_observe`` (test_only) is
+the observation alone, for the tests.
 """
 from __future__ import annotations
 
@@ -332,3 +333,22 @@ def lobsim_reset(events, book, ip, fp, si, sf, rng, obs, out):
         st[S_MID_HIST + k] = m
     write_obs(st, fs, b, book, at, pi, pf, obs)
     store_state(st, fs, rs, si, sf, rng, b)
+
+
+@kernel("void(int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], uint32[::1], "
+        "float32[:, ::1])", test_only=True)
+def lobsim_observe(book, rows, ip, fp, si, sf, rng, obs):
+    """The observation alone, the unit twin of the last part of lobsim_step / lobsim_reset:
+    obs[b, :] from the snapshot row rows[b] of the flat book table and backtest b's state
+    (si, sf, rng: read only), through the same register copies. Launch [sim_grid(B), SIM_BLOCK]."""
+    b = cuda.grid(1)
+    if b >= si.shape[1]:
+        return
+    pi = cuda.local.array(N_IP, int32)
+    pf = cuda.local.array(N_FP, float64)
+    load_params(ip, fp, pi, pf)
+    st = cuda.local.array(N_STATE_I, int32)
+    fs = cuda.local.array(N_STATE_F, float64)
+    rs = cuda.local.array(1, uint32)
+    load_state(si, sf, rng, b, st, fs, rs)
+    write_obs(st, fs, b, book, rows[b] * BOOK_COLS * pi[IP_LEVELS], pi, pf, obs)

@@ -170,3 +170,17 @@ def test_diag_png_without_matplotlib(tmp_path, rng, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)   # import matplotlib -> ImportError
     r = runner.invoke(app, ["diag", str(run), "--png", str(tmp_path / "x.png")])
     assert_one_line_error(r, "pip install 'alpharl[plot]'")
+
+
+def test_obs_levels_zero(fake_trainer, tmp_path):
+    assert_one_line_error(train("--obs-levels", 0, "--run-dir", tmp_path / "r"), "--obs-levels")
+    toml = tmp_path / "bad.toml"
+    toml.write_text("[sim]\nobs_levels = 0\n")
+    assert_one_line_error(train("--config", toml, "--run-dir", tmp_path / "r"), "bad.toml", "obs_levels=0")
+    assert not fake_trainer.calls
+
+
+def test_resume_keeps_obs_levels(fake_trainer, tmp_path, rng):
+    run = make_run(tmp_path / "run", rows=2, rng=rng)
+    assert_one_line_error(train("--resume", run, "--obs-levels", 4), "--obs-levels 4", "keeps its sim.obs_levels = 10")
+    assert not fake_trainer.calls

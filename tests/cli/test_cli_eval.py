@@ -12,18 +12,21 @@ from alpharl.evaluate import ALL, BASELINES, trade_stats
 from alpharl.nets import NetLayout
 from alpharl.rundir import CHECKPOINT_FILE
 from alpharl.sim import layout as L
+from alpharl.sim.params import SimParams
 from cli_helpers import assert_one_line_error
 
 runner = CliRunner()
 SMALL = ["--steps", "12", "--b", "2", "--json"]
-EMBEDDED_LEVELS = 5
 
 
-def trained_run(path, obs_dim=None, seed=3):
+def trained_run(path, obs_dim=None, seed=3, obs_version=L.OBS_VERSION):
+    """A run directory with an untrained network for the default observation (config without [sim]);
+    ``obs_version`` None writes a checkpoint of before the version was recorded."""
     path.mkdir(parents=True)
     (path / "config.toml").write_text(f"steps = 10\nb = 2\nseed = {seed}\n")
-    layout = NetLayout(obs_dim or L.obs_dim(EMBEDDED_LEVELS))
-    save_checkpoint(path / CHECKPOINT_FILE, {"nets.params": layout.init_params(seed)}, {"step": 10})
+    layout = NetLayout(obs_dim or L.obs_dim(SimParams().obs_levels))
+    meta = {"step": 10} if obs_version is None else {"step": 10, "obs_version": obs_version}
+    save_checkpoint(path / CHECKPOINT_FILE, {"nets.params": layout.init_params(seed)}, meta)
     return path
 
 
@@ -91,6 +94,17 @@ def test_run_without_checkpoint(tmp_path):
 def test_checkpoint_of_another_observation_size(tmp_path):
     run = trained_run(tmp_path / "run", obs_dim=7)
     assert_one_line_error(runner.invoke(app, ["eval", str(run), *SMALL]), "parameters")
+
+
+def test_checkpoint_of_an_earlier_observation_is_refused(tmp_path):
+    """A network trained before the observation had a fixed level count and instrument-free units
+    (no obs_version in its checkpoint) cannot read today's observations: one line, exit 2."""
+    run = trained_run(tmp_path / "run", obs_version=None)
+    r = runner.invoke(app, ["eval", str(run), *SMALL])
+    assert_one_line_error(r, "observation version 1")
+    # the baselines need no network: they still run beside such a run
+    r = runner.invoke(app, ["eval", str(run), *SMALL, "--policy", "hold"])
+    assert r.exit_code == 0, r.output
 
 
 def test_bad_window():

@@ -74,3 +74,19 @@ def test_interrupted_summary_exits_130(fake_trainer, tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules["alpharl.run"], "train", interrupted)
     r = runner.invoke(app, ["train", "--steps", "3", "--run-dir", str(tmp_path / "r")])
     assert r.exit_code == 130 and f"--resume {tmp_path / 'r'}" in r.output
+
+
+def test_obs_levels_option_sets_the_sim_section(fake_trainer, tmp_path):
+    """--obs-levels is [sim] obs_levels; on the command line it wins over the file's, the other
+    [sim] keys of the file stay."""
+    toml = tmp_path / "run.toml"
+    toml.write_text("[sim]\nobs_levels = 3\nlot_size = 50\n")
+    r = runner.invoke(app, ["train", "--config", str(toml), "--steps", "2", "--run-dir", str(tmp_path / "a"), "-q"])
+    assert r.exit_code == 0, r.output
+    assert (fake_trainer.calls[-1][0].sim.obs_levels, fake_trainer.calls[-1][0].sim.lot_size) == (3, 50)
+    r = runner.invoke(app, ["train", "--config", str(toml), "--obs-levels", "12", "--steps", "2",
+                            "--run-dir", str(tmp_path / "b"), "-q"])
+    assert r.exit_code == 0, r.output
+    assert (fake_trainer.calls[-1][0].sim.obs_levels, fake_trainer.calls[-1][0].sim.lot_size) == (12, 50)
+    r = runner.invoke(app, ["train", "--steps", "2", "--run-dir", str(tmp_path / "c"), "-q"])
+    assert fake_trainer.calls[-1][0].sim.obs_levels == TrainConfig().sim.obs_levels == 10

@@ -14,11 +14,14 @@ from typer.testing import CliRunner
 
 pytest.importorskip("alpharl.run", reason="the training entry point alpharl.run is not in this tree yet")
 
-from alpharl.checkpoint import load_checkpoint  # noqa: E402
+from alpharl.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from alpharl.cli.app import app  # noqa: E402
 from alpharl.diag import read_diagnostics  # noqa: E402
-from alpharl.rundir import CHECKPOINT_FILE, DIAG_FILE  # noqa: E402
+from alpharl.config import TrainConfig  # noqa: E402
+from alpharl.rundir import CHECKPOINT_FILE, CONFIG_FILE, DIAG_FILE  # noqa: E402
+from alpharl.sim import layout as L  # noqa: E402
 from cli_helpers import assert_one_line_error  # noqa: E402
+from support import AMZN1, AMZN5, GOOG1, GOOG10, cut_path  # noqa: E402
 
 runner = CliRunner()
 TINY = ["--backend", "numpy", "--b", "2", "--minibatch", "4", "--replay-capacity", "64"]
@@ -42,6 +45,41 @@ def test_tiny_run_writes_a_run_directory_that_diag_and_eval_read(tmp_path):
     r = runner.invoke(app, ["eval", str(run), "--steps", "5", "--b", "2", "--json"])
     assert r.exit_code == 0, r.output
     assert set(json.loads(r.output)["policies"]) >= {"sampled", "greedy", "hold"}
+
+
+def test_trained_on_five_levels_evaluates_on_one_and_ten(tmp_path):
+    """The observation has [sim] obs_levels levels whatever the file's depth: a network trained on
+    a 5-level file (padded to 7 levels) runs on 1-level files (padded) and a 10-level one (cut)."""
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["train", *TINY, "--steps", "3", "--obs-levels", "7", "--data", str(cut_path(AMZN5)),
+                            "--run-dir", str(run)])
+    assert r.exit_code == 0, r.output
+    assert TrainConfig.from_toml(run / CONFIG_FILE).sim.obs_levels == 7
+    arrays, meta = load_checkpoint(run)
+    assert meta["obs_dim"] == L.obs_dim(7) and meta["obs_version"] == L.OBS_VERSION
+    assert arrays["sim.obs"].shape == (2, L.obs_dim(7))
+    for other, levels in ((AMZN1, 1), (GOOG1, 1), (GOOG10, 10)):
+        r = runner.invoke(app, ["eval", str(run), "--data", str(cut_path(other)), "--steps", "4", "--b", "2",
+                                "--json"])
+        assert r.exit_code == 0, f"{other} ({levels} levels): {r.output}"
+        d = json.loads(r.output)
+        assert set(d["policies"]) >= {"sampled", "greedy", "hold"}
+        assert all(p["steps"] == 4 for p in d["policies"].values())
+
+
+def test_resume_of_a_checkpoint_of_an_earlier_observation_is_refused(tmp_path):
+    """A checkpoint without obs_version (written before the observation had a fixed level count
+    and instrument-free units) cannot continue: one line, and the checkpoint stays as it was."""
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["train", *TINY, "--steps", "2", "--run-dir", str(run)])
+    assert r.exit_code == 0, r.output
+    arrays, meta = load_checkpoint(run)
+    del meta["obs_version"], meta["format"]
+    save_checkpoint(run / CHECKPOINT_FILE, arrays, meta)
+    before = (run / CHECKPOINT_FILE).read_bytes()
+    r = runner.invoke(app, ["train", "--resume", str(run), "--steps", "4"])
+    assert_one_line_error(r, "observation version 1", alone=False)
+    assert (run / CHECKPOINT_FILE).read_bytes() == before
 
 
 def test_resume_with_another_b_is_refused(tmp_path):

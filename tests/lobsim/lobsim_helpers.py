@@ -119,7 +119,7 @@ def check_invariants(sim, stream, prev: dict, now: dict, fills, reward_sum: np.n
     np.testing.assert_allclose(out[L.OUT_TRADE_PNL][ended], reward_sum[ended], rtol=1e-5, atol=1e-3)
     reward_sum[done] = 0.0
     # reset leaves a clean state
-    check_clean(now, done, sim.levels)
+    check_clean(now, done, sim.params.obs_levels)
 
 
 def check_fill_prices(fills, stream) -> None:
@@ -140,7 +140,7 @@ def check_fill_prices(fills, stream) -> None:
         assert traded or crossed, f"maker fill at {px} on row {row} without a trade or a crossing book"
 
 
-def check_clean(state: dict, done: np.ndarray, levels: int) -> None:
+def check_clean(state: dict, done: np.ndarray, obs_levels: int) -> None:
     """Backtests that were just reset hold a fresh episode: flat, no orders, no money, full window."""
     si, sf, obs = state["state_i"], state["state_f"], state["obs"]
     for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
@@ -149,7 +149,7 @@ def check_clean(state: dict, done: np.ndarray, levels: int) -> None:
     assert (sf[:, done] == 0.0).all()
     hist = si[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST][:, done]
     assert (hist == hist[:1]).all()
-    x = L.OBS_PER_LEVEL * levels
+    x = L.obx_base(obs_levels)
     for k, v in ((L.OBX_POSITION, 0.0), (L.OBX_UPNL, 0.0), (L.OBX_BUY_FLAG, 0.0), (L.OBX_SELL_FLAG, 0.0),
                  (L.OBX_TIME_IN_TRADE, 0.0), (L.OBX_TIME_LEFT, 1.0)):
         assert (obs[done, x + k] == v).all()

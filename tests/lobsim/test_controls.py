@@ -114,7 +114,7 @@ def test_latency_delays_orders_by_events(kind):
     sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, latency_events=2, queue_model="risk_averse"))
     run_script(sim, [A.JOIN_BID])
     obs = sim.obs.copy_to_host() if kind == "kernels" else sim.obs
-    assert obs[0, 4 * 2 + L.OBX_BUY_FLAG] == 0.5                       # pending
+    assert obs[0, L.obx_base(sim.params.obs_levels) + L.OBX_BUY_FLAG] == 0.5   # pending
     run_script(sim, [A.JOIN_BID, A.HOLD])
     assert sim.field("buy_live_at")[0] == L.LIVE
     assert sim.field("buy_qa0")[0] == 700                              # the queue when it went live, at row 2
@@ -161,7 +161,7 @@ def test_scripted_driver_same_on_gpu_and_reference(rng):
 
     def policy(obs):
         """Join the bid when flat, the ask when long (reads the observation's position)."""
-        pos = obs[:, 4 * market.levels + L.OBX_POSITION]
+        pos = obs[:, L.obx_base(params.obs_levels) + L.OBX_POSITION]
         return np.where(pos > 0, A.JOIN_ASK, A.JOIN_BID)
 
     runs = [run_script(cls(market, params, B, 5), policy, steps=T) for cls in (LobSim, ReferenceLobSim)]

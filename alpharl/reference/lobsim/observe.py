@@ -1,5 +1,6 @@
 """NumPy twin of cuda_kernels/lobsim/observe.py: the observation row of every backtest
-(layout: alpharl.sim.layout OBS_* / OBX_*), float32 as on the device."""
+(layout, units and the "no level" encoding: alpharl.sim.layout OBS_* / OBX_*), float32 as on
+the device."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,58 +9,69 @@ from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE
 from alpharl.reference.lobsim.book import col, mid2
 from alpharl.sim import layout as L
 
+_F32 = np.float32
 
-def write_obs(sim, rows):
-    """Write ``sim.obs_buf`` from the snapshots ``rows`` and the state of each backtest."""
-    si, sf, p = sim.state_i, sim.state_f, sim.params
-    o = sim.obs_buf
-    f32 = np.float32
-    half = f32(0.5)
-    m = mid2(sim.book, rows).astype(np.int64)
-    bk = sim.book[rows].astype(np.int64)
-    nl = sim.levels
-    depth_a = np.zeros(sim.B, np.int64)
-    depth_b = np.zeros(sim.B, np.int64)
-    for lv in range(nl):
+
+def write_obs(obs, book, rows, si, sf, ip, fp):
+    """Write ``obs`` float32[B, obs_dim(obs_levels)] from the snapshots ``book[rows]`` (int32
+    [rows, 4L]) and the state si / sf of each backtest; ip / fp the packed parameters (L and
+    obs_levels from ip). The arguments of the kernel's lobsim_observe."""
+    half = _F32(0.5)
+    m = mid2(book, rows).astype(np.int64)
+    bk = book[rows].astype(np.int64)
+    nl, no = int(ip[L.IP_LEVELS]), int(ip[L.IP_OBS_LEVELS])
+    n = len(rows)
+    a1, b1 = bk[:, ASK_PRICE], bk[:, BID_PRICE]
+    as1, bs1 = bk[:, ASK_SIZE], bk[:, BID_SIZE]
+    unit = (as1.astype(_F32) + bs1.astype(_F32)) * half     # mean touch size, shares
+    depth_a = np.zeros(n, np.int64)
+    depth_b = np.zeros(n, np.int64)
+    seen = min(nl, no)
+    for lv in range(seen):
         a, az = bk[:, col(lv, ASK_PRICE)], bk[:, col(lv, ASK_SIZE)]
         bd, bz = bk[:, col(lv, BID_PRICE)], bk[:, col(lv, BID_SIZE)]
         ha, hb = a != L.ASK_EMPTY, bd != L.BID_EMPTY
         k = lv * L.OBS_PER_LEVEL
-        o[:, k + L.OBS_LEVEL_ASK_OFF] = np.where(ha, (2 * a - m).astype(f32) * half, f32(0))
-        o[:, k + L.OBS_LEVEL_ASK_LOGSZ] = np.where(ha, np.log1p(az.astype(f32)), f32(0))
-        o[:, k + L.OBS_LEVEL_BID_OFF] = np.where(hb, (m - 2 * bd).astype(f32) * half, f32(0))
-        o[:, k + L.OBS_LEVEL_BID_LOGSZ] = np.where(hb, np.log1p(bz.astype(f32)), f32(0))
+        obs[:, k + L.OBS_LEVEL_ASK_OFF] = np.where(ha, (2 * a - m).astype(_F32) * half, _F32(0))
+        obs[:, k + L.OBS_LEVEL_ASK_LOGSZ] = np.where(ha, log_size(az, unit), _F32(0))
+        obs[:, k + L.OBS_LEVEL_BID_OFF] = np.where(hb, (m - 2 * bd).astype(_F32) * half, _F32(0))
+        obs[:, k + L.OBS_LEVEL_BID_LOGSZ] = np.where(hb, log_size(bz, unit), _F32(0))
         depth_a += np.where(ha, az, 0)
         depth_b += np.where(hb, bz, 0)
-    x = L.OBS_PER_LEVEL * nl
-    a1, b1 = bk[:, ASK_PRICE], bk[:, BID_PRICE]
-    as1, bs1 = bk[:, ASK_SIZE], bk[:, BID_SIZE]
+    obs[:, seen * L.OBS_PER_LEVEL:no * L.OBS_PER_LEVEL] = 0    # levels the file does not have
+    x = L.obx_base(no)
     both = (a1 != L.ASK_EMPTY) & (b1 != L.BID_EMPTY)
-    o[:, x + L.OBX_SPREAD] = np.where(both, (a1 - b1).astype(f32), f32(0))
-    o[:, x + L.OBX_IMB1] = ratio(bs1 - as1, bs1 + as1)
-    o[:, x + L.OBX_IMB_DEPTH] = ratio(depth_b - depth_a, depth_b + depth_a)
+    obs[:, x + L.OBX_SPREAD] = np.where(both, (a1 - b1).astype(_F32), _F32(0))
+    obs[:, x + L.OBX_IMB1] = ratio(bs1 - as1, bs1 + as1)
+    obs[:, x + L.OBX_IMB_DEPTH] = ratio(depth_b - depth_a, depth_b + depth_a)
     for k, lag in enumerate(L.RETURN_LAGS):
         d = si[L.S_MID_HIST].astype(np.int64) - si[L.S_MID_HIST + lag]
-        o[:, x + L.OBX_RET + k] = d.astype(f32) * half
+        obs[:, x + L.OBX_RET + k] = d.astype(_F32) * half
     inv = si[L.S_INVENTORY]
-    o[:, x + L.OBX_POSITION] = inv.astype(f32) / f32(p.max_position)
-    mid_d = m.astype(np.float64) * (0.5 * sim.tick_dollars)
-    upnl = inv * (mid_d - sf[L.F_AVG_PX]) / (p.lot_size * sim.tick_dollars)
-    o[:, x + L.OBX_UPNL] = np.where(inv != 0, upnl, 0.0).astype(f32)
+    obs[:, x + L.OBX_POSITION] = inv.astype(_F32) / _F32(ip[L.IP_MAX_POS])
+    tick_d = float(fp[L.FP_TICK_DOLLARS])
+    mid_d = m.astype(np.float64) * (0.5 * tick_d)
+    upnl = inv * (mid_d - sf[L.F_AVG_PX]) / (float(ip[L.IP_LOT]) * tick_d)
+    obs[:, x + L.OBX_UPNL] = np.where(inv != 0, upnl, 0.0).astype(_F32)
     for base, flag, sgn in ((L.S_BUY_PX, L.OBX_BUY_FLAG, -1), (L.S_SELL_PX, L.OBX_SELL_FLAG, 1)):
         has = si[base + L.O_QTY] > 0
         live = has & (si[base + L.O_LIVE_AT] == L.LIVE)
-        o[:, x + flag] = np.where(live, f32(1), np.where(has, half, f32(0)))
-        o[:, x + flag + 1] = np.where(live, np.log1p(si[base + L.O_QA].astype(f32)), f32(0))
+        obs[:, x + flag] = np.where(live, _F32(1), np.where(has, half, _F32(0)))
+        obs[:, x + flag + 1] = np.where(live, log_size(si[base + L.O_QA], unit), _F32(0))
         off = sgn * (2 * si[base + L.O_PX].astype(np.int64) - m)
-        o[:, x + flag + 2] = np.where(has, off.astype(f32) * half, f32(0))
-    steps = f32(p.episode_steps)
-    o[:, x + L.OBX_TIME_IN_TRADE] = si[L.S_TRADE_STEPS].astype(f32) / steps
-    o[:, x + L.OBX_TIME_LEFT] = (p.episode_steps - si[L.S_STEP_IN_EP]).astype(f32) / steps
+        obs[:, x + flag + 2] = np.where(has, off.astype(_F32) * half, _F32(0))
+    steps = _F32(ip[L.IP_EPISODE_STEPS])
+    obs[:, x + L.OBX_TIME_IN_TRADE] = si[L.S_TRADE_STEPS].astype(_F32) / steps
+    obs[:, x + L.OBX_TIME_LEFT] = (ip[L.IP_EPISODE_STEPS] - si[L.S_STEP_IN_EP]).astype(_F32) / steps
+
+
+def log_size(z, unit):
+    """log1p(z / unit) in float32 (a size in units of the mean touch size), 0 where unit is 0."""
+    safe = np.where(unit != 0, unit, _F32(1))
+    return np.where(unit != 0, np.log1p(z.astype(_F32) / safe), _F32(0))
 
 
 def ratio(num, den):
     """num / den in float32, 0 where den is 0."""
-    f32 = np.float32
-    safe = np.where(den != 0, den, 1).astype(f32)
-    return np.where(den != 0, num.astype(f32) / safe, f32(0))
+    safe = np.where(den != 0, den, 1).astype(_F32)
+    return np.where(den != 0, num.astype(_F32) / safe, _F32(0))

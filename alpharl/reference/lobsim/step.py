@@ -105,7 +105,7 @@ class ReferenceLobSim(StepOutputs):
         self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.tick_dollars = float(self.fp[L.FP_TICK_DOLLARS])
         self.span = max(n_rows - params.window_events, 1)
-        self.obs_dim = L.obs_dim(self.levels)
+        self.obs_dim = L.obs_dim(params.obs_levels)
         cap = max(params.fills_log_capacity, 1)
         self.state_i = np.zeros((L.N_STATE_I, self.B), _I32)
         self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
@@ -130,7 +130,7 @@ class ReferenceLobSim(StepOutputs):
         self._clear_episode(np.ones(self.B, bool))
         row = self._obs_rows()
         self.state_i[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST] = mid2(self.book, row)[None, :]
-        write_obs(self, row)
+        write_obs(self.obs_buf, self.book, row, self.state_i, self.state_f, self.ip, self.fp)
 
     def step(self, actions) -> None:
         """One env step of every backtest with actions int32[B] (alpharl.actions ids)."""
@@ -184,7 +184,7 @@ class ReferenceLobSim(StepOutputs):
         self._clear_episode(done)
         row = self._obs_rows()
         si[hist] = np.where(done[None, :], mid2(self.book, row)[None, :], si[hist])
-        write_obs(self, row)
+        write_obs(self.obs_buf, self.book, row, self.state_i, self.state_f, self.ip, self.fp)
 
     # accessors (host arrays; LobSim returns device arrays of the same shapes)
     @property
