@@ -35,7 +35,7 @@ import numpy as np
 import alpharl
 from alpharl.actions import Action
 from alpharl.atomic import atomic_write
-from alpharl.checkpoint import load_checkpoint
+from alpharl.checkpoint import check_obs_version, load_checkpoint
 from alpharl.config import TrainConfig
 from alpharl.nets import NetLayout
 from alpharl.sim import layout as L
@@ -53,7 +53,7 @@ TARGET_PREFIX = "target."
 #: The [sim] settings that shape the observation: ret_* are mid changes over steps of events_per_step
 #: events; position = inventory / max_position; upnl is in ticks per lot_size shares; a pending order
 #: (latency_events > 0) shows as flag 0.5; time_in_trade and time_left are fractions of episode_steps.
-OBS_SIM_KEYS = ("events_per_step", "episode_steps", "lot_size", "max_position", "latency_events")
+OBS_SIM_KEYS = ("obs_levels", "events_per_step", "episode_steps", "lot_size", "max_position", "latency_events")
 INSTALL_HINT = "pip install 'alpharl[export]'"
 #: The optional package each output needs.
 PACKAGES = {"--onnx": "onnx", "--safetensors": "safetensors"}
@@ -85,10 +85,10 @@ def observation_names(config: TrainConfig, obs_dim: int) -> list[str]:
     """The name of every observation element of a run (order-book simulator or feature process)."""
     if config.features:
         return [f"feature{k}" for k in range(obs_dim)]
-    levels, rest = divmod(obs_dim - L.N_OBS_EXTRA, L.OBS_PER_LEVEL)
-    if levels < 1 or rest:
-        raise ExportError(f"checkpoint obs_dim={obs_dim} is no order-book observation "
-                          f"({L.OBS_PER_LEVEL} x levels + {L.N_OBS_EXTRA})")
+    levels = config.sim.obs_levels
+    if L.obs_dim(levels) != obs_dim:
+        raise ExportError(f"checkpoint obs_dim={obs_dim} is not the observation of obs_levels={levels} "
+                          f"({L.obs_dim(levels)} = {L.OBS_PER_LEVEL} x levels + {L.N_OBS_EXTRA})")
     return L.obs_names(levels)
 
 
@@ -106,6 +106,8 @@ def load_policy(run: Path | str) -> Policy:
     # source, leaves such keys out.
     saved = {k: v for k, v in meta["config"].items() if v is not None}
     config = TrainConfig.from_dict(saved, source=f"{run}: checkpoint config")
+    if not config.features:
+        check_obs_version(meta, run)   # a network of an older observation layout would export wrong names
     obs_dim = int(meta["obs_dim"])
     layout = NetLayout(obs_dim, int(arrays.get("nets.hidden", HIDDEN)))
     params = np.asarray(arrays["nets.params"], np.float32).ravel()

@@ -22,11 +22,11 @@ from alpharl.nets import NetLayout
 from alpharl.reference.learner import pi_logits
 from alpharl.rundir import CHECKPOINT_FILE
 from alpharl.sim import layout as L
+from alpharl.sim.params import SimParams
 from cli_helpers import assert_one_line_error, make_run
 
 runner = CliRunner()
 TINY = ["--backend", "numpy", "--b", "2", "--minibatch", "4", "--replay-capacity", "64", "--steps", "3"]
-EMBEDDED_LEVELS = 5
 #: Largest |ONNX logit - alpharl logit|: both float32, the same products summed in another order.
 LOGITS_TOL = 1e-5
 
@@ -41,7 +41,7 @@ def trained(tmp_path_factory):
     assert r.exit_code == 0, r.output
     arrays, meta = load_checkpoint(run)
     layout = NetLayout(meta["obs_dim"])
-    assert meta["obs_dim"] == L.obs_dim(EMBEDDED_LEVELS)
+    assert meta["obs_dim"] == L.obs_dim(SimParams().obs_levels)   # not the data's depth
     # learned: the weights moved from their seeded initialisation, the target from its copy of them
     assert not np.array_equal(arrays["nets.params"], layout.init_params(meta["config"]["seed"]))
     return run, arrays, meta
@@ -78,7 +78,7 @@ def test_onnx_metadata_is_the_observation_spec(trained, tmp_path):
     props = {p.key: p.value for p in model.metadata_props}
     config = meta["config"]
     assert int(props["obs_dim"]) == meta["obs_dim"]
-    assert json.loads(props["obs_names"]) == L.obs_names(EMBEDDED_LEVELS)
+    assert json.loads(props["obs_names"]) == L.obs_names(SimParams().obs_levels)
     assert json.loads(props["action_names"]) == ["HOLD", "MARKET_BUY", "MARKET_SELL", "JOIN_BID", "JOIN_ASK",
                                                  "IMPROVE_BID", "IMPROVE_ASK", "CANCEL", "FLATTEN"]
     assert json.loads(props["sim"]) == {k: config["sim"][k] for k in X.OBS_SIM_KEYS}
@@ -114,7 +114,7 @@ def test_safetensors_holds_every_tensor_of_the_checkpoint(trained, tmp_path):
         md = f.metadata()
     assert int(md["obs_dim"]) == meta["obs_dim"] and int(md["hidden"]) == layout.hidden
     assert md["alpharl_version"] == alpharl.__version__
-    assert json.loads(md["obs_names"]) == L.obs_names(EMBEDDED_LEVELS)
+    assert json.loads(md["obs_names"]) == L.obs_names(SimParams().obs_levels)
     assert json.loads(md["layers"])["pi.out"] == {"offset": layout.layers["pi.out"].offset,
                                                   "k_in": layout.hidden, "n_out": len(Action)}
 
@@ -130,7 +130,8 @@ def test_both_at_once_from_the_checkpoint_file(trained, tmp_path):
 
 def test_feature_process_names_and_bad_obs_dim():
     assert X.observation_names(TrainConfig(features=True), 16) == [f"feature{k}" for k in range(16)]
-    assert X.observation_names(TrainConfig(), L.obs_dim(3)) == L.obs_names(3)
+    three = TrainConfig.from_dict({"sim": {"obs_levels": 3}})
+    assert X.observation_names(three, L.obs_dim(3)) == L.obs_names(3)
     with pytest.raises(X.ExportError, match="obs_dim=16"):
         X.observation_names(TrainConfig(), 16)
 
