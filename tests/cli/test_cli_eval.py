@@ -21,7 +21,7 @@ EMBEDDED_LEVELS = 5
 
 def trained_run(path, obs_dim=None, seed=3):
     path.mkdir(parents=True)
-    (path / "config.toml").write_text(f"steps = 10\nb = 2\nseed = {seed}\n")
+    (path / "config.toml").write_text(f"steps = 10\nb = 2\nseed = {seed}\ntrain_window = \"0:0.8\"\n")
     layout = NetLayout(obs_dim or L.obs_dim(EMBEDDED_LEVELS))
     save_checkpoint(path / CHECKPOINT_FILE, {"nets.params": layout.init_params(seed)}, {"step": 10})
     return path
