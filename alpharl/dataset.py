@@ -74,19 +74,21 @@ def _in_folder(folder: Path) -> list[Path]:
 def find_sources(specs: Sequence[str], option: str = "--data") -> list[Path]:
     """Every LOBSTER source the entries name (module doc); [embedded sample] for no entry.
 
-    DatasetError (one line naming the entry) for a path that does not exist, or a folder or a
-    glob holding no LOBSTER file. A single file is returned as given: its loader checks it."""
+    DatasetError (one line naming ``option`` and the entry) for a path that does not exist, or a
+    folder or a glob holding no LOBSTER file. A single file is returned as given: its loader
+    checks it."""
     if not specs:
         return [embedded_sample_path()]
     found: list[Path] = []
     for spec in specs:
+        where = f"{option} {spec}" if option else spec
         path = Path(spec).expanduser()
         if path.exists() and not path.is_dir():
             got = [path]
         elif path.is_dir():
             got = _in_folder(path)
             if not got:
-                raise DatasetError(f"{option} {spec}: no LOBSTER file ({NAMING_HINT} and its orderbook file, "
+                raise DatasetError(f"{where}: no LOBSTER file ({NAMING_HINT} and its orderbook file, "
                                    f"or a .zip) in the folder")
         elif any(c in spec for c in GLOB_CHARS):
             matches = [Path(m) for m in sorted(glob.glob(str(path), recursive=True))]
@@ -96,10 +98,10 @@ def find_sources(specs: Sequence[str], option: str = "--data") -> list[Path]:
                     files += [p for p in m.iterdir() if p.is_file()]
             got = _sources_among(files)
             if not got:
-                raise DatasetError(f"{option} {spec}: matches no LOBSTER file ({NAMING_HINT} and its orderbook "
+                raise DatasetError(f"{where}: matches no LOBSTER file ({NAMING_HINT} and its orderbook "
                                    f"file, or a .zip)")
         else:
-            raise DatasetError(f"{option} {spec}: no such file or directory")
+            raise DatasetError(f"{where}: no such file or directory")
         seen = {p.resolve() for p in found}
         found += [p for p in got if p.resolve() not in seen]
     return found
@@ -262,10 +264,12 @@ def check_same_files(ds: Dataset, recorded: dict, where: str) -> None:
     if [s for _, s in old] == [s for _, s in new]:
         return
     for i, (lab, sha) in enumerate(new):
-        if i >= len(old) or old[i][1] != sha:
-            was = f"sha256 {old[i][1][:12]}" if i < len(old) else "not in the run"
+        if i >= len(old):
             raise DatasetError(f"{where}: the run's data changed since it started: {lab} ({ds.files[i].path}) is "
-                               f"sha256 {sha[:12]}, the run recorded {was}")
+                               f"new (the run recorded {len(old)} files)")
+        if old[i][1] != sha:
+            raise DatasetError(f"{where}: the run's data changed since it started: {lab} ({ds.files[i].path}) is "
+                               f"sha256 {sha[:12]}, the run recorded {old[i][0]} sha256 {old[i][1][:12]}")
     raise DatasetError(f"{where}: the run's data changed since it started: {len(old)} files recorded, "
                        f"{len(new)} found now")
 
