@@ -113,7 +113,7 @@ def fit_params(sim_params, n_rows: int | None):
     e = sim_params.events_per_step
     fit = n_rows // e - 2
     if fit < 1:
-        raise EvalError(f"window of {n_rows} events is shorter than two env steps ({e} events each); widen --start/--end")
+        raise EvalError(f"window of {n_rows} events is shorter than two env steps ({e} events each); widen --window")
     return dataclasses.replace(sim_params, episode_steps=min(sim_params.episode_steps, fit))
 
 

@@ -1,7 +1,6 @@
 """``alpharl data``: inspect LOBSTER market data (the embedded sample by default)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer

@@ -165,7 +165,9 @@ def eval_table(out: dict, width: int | None = None):
     if w is None:
         where = "synthetic market"
     elif w.get("first_row") is None:
-        where = f"{len(out.get('files', []))} files" + (f", {w['seconds']:.0f} s of market time" if w["seconds"] else "")
+        where = f"{len(out.get('files', []))} files"
+        if w["seconds"]:
+            where += f", {w['seconds']:.0f} s of market time"
     else:
         where = f"rows {w['first_row']:,}..{w['stop_row']:,}" + (
             f" ({w['seconds']:.0f} s of market time)" if w["seconds"] else "")

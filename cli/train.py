@@ -25,7 +25,7 @@ _D = TrainConfig()
 def train(
     steps: Annotated[int | None, typer.Option("--steps", help=f"Training steps (each steps all B backtests once). (default: {_D.steps})", show_default=False)] = None,
     b: Annotated[int | None, typer.Option("--b", "-b", help=f"B, backtests run side by side. (default: {_D.b})", show_default=False)] = None,
-    data: Annotated[list[str] | None, typer.Option("--data", help="LOBSTER zip, CSV pair, cached Arrow file, folder or glob; repeat for more (each file one stream). (default: the embedded sample)", show_default=False)] = None,
+    data: Annotated[list[str] | None, typer.Option("--data", metavar="<path>", help="LOBSTER zip, CSV pair, cached Arrow file, folder or glob; repeat for more (each file one stream). (default: the embedded sample)", show_default=False)] = None,
     train_window: Annotated[str | None, typer.Option("--train-window", help=f"A:B, the fractions of each file's events training reads; the rest is held out. (default: {_D.train_window})", show_default=False)] = None,
     holdout_files: Annotated[str | None, typer.Option("--holdout-files", help="Glob on the file name: matching files are kept out of training whole.", show_default=False)] = None,
     synthetic: Annotated[bool | None, typer.Option("--synthetic/--replay", help="Train on the synthetic Poisson order-flow market instead of replayed data. (default: replay)", show_default=False)] = None,

@@ -106,3 +106,18 @@ def test_same_files_on_resume(folder):
         D.check_same_files(ds, {**rec, "files": rec["files"][:1]}, "--resume R")
     with pytest.raises(D.DatasetError, match="3 files recorded, 2 found"):
         D.check_same_files(ds, {**rec, "files": rec["files"] + rec["files"][:1]}, "--resume R")
+
+
+def test_config_keeps_several_data_entries_and_the_windows(tmp_path):
+    from alpharl.config import ConfigError, TrainConfig
+
+    cfg = TrainConfig(data=["a.zip", "days/*.zip"], train_window="0.1:0.9", holdout_files="GOOG*")
+    path = tmp_path / "c.toml"
+    path.write_text(cfg.to_toml())
+    back = TrainConfig.from_toml(path)
+    assert (back.data, back.train_window, back.holdout_files) == (["a.zip", "days/*.zip"], "0.1:0.9", "GOOG*")
+    path.write_text("data = [1, 2]\n")
+    with pytest.raises(ConfigError, match="data = \\[1, 2\\]: expected a string or a list of strings"):
+        TrainConfig.from_toml(path)
+    with pytest.raises(ConfigError, match="--train-window"):
+        TrainConfig(train_window="0.5").validate()
