@@ -19,6 +19,7 @@ from typing import Any
 
 from alpharl.isv import K_MAX
 from alpharl.sim.params import SimParams, SynthParams
+from alpharl.windows import DEFAULT_TRAIN_WINDOW, WindowError, parse_window
 
 BACKENDS = ("auto", "cuda", "sim", "numpy")
 #: Largest --reward-scale: a reward of $1 then already spans 1000 units, far past any C51 support.
@@ -39,8 +40,13 @@ class TrainConfig:
     """B, the number of backtests run side by side."""
     seed: int = 0
     """Seed of everything: network init, PRNG states, episode starts, replay sampling."""
-    data: str | None = None
-    """LOBSTER zip, CSV pair, folder or cached Arrow file; None = the embedded sample."""
+    data: str | list[str] | None = None
+    """LOBSTER zip, CSV pair, cached Arrow file, folder or glob, or a list of them (each file one
+    stream of the simulator: alpharl.dataset); None = the embedded sample."""
+    train_window: str = DEFAULT_TRAIN_WINDOW
+    """A:B, the fractions of each file's event stream training reads (the rest is held out)."""
+    holdout_files: str | None = None
+    """Glob on the file name: matching files are held out of training whole."""
     synthetic: bool = False
     """Train on the synthetic Poisson order-flow market instead of replayed data."""
     features: bool = False
@@ -94,6 +100,10 @@ class TrainConfig:
             bad.append(f"--diag-every {self.diag_every}: must be >= 1")
         if self.checkpoint_every < 0:
             bad.append(f"--checkpoint-every {self.checkpoint_every}: must be >= 0")
+        try:
+            parse_window(self.train_window)
+        except WindowError as exc:
+            bad.append(str(exc))
         bad += _non_finite(self)
         if not 0 < self.reward_scale <= REWARD_SCALE_MAX:
             bad.append(f"--reward-scale {self.reward_scale}: must be in (0, {REWARD_SCALE_MAX:g}]")
@@ -186,6 +196,8 @@ _TYPE_CHECKS = {
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "str": (lambda v: isinstance(v, str), "a string"),
     "str | None": (lambda v: isinstance(v, str), "a string"),
+    "str | list[str] | None": (lambda v: isinstance(v, str) or (isinstance(v, list) and v != [] and all(
+        isinstance(x, str) for x in v)), "a string or a list of strings"),
     "tuple": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool)
                                                              for x in v), "a list of integers"),
 }

@@ -194,7 +194,9 @@ class Dashboard:
         if self._pending_plain:
             self._print(self._plain_line())
             self._pending_plain = False
-        flat = {k: v for k, v in _flatten(summary).items() if not isinstance(v, (list, dict))}
+        # The dataset record (files, rows) is for dataset.json and scripts, not this summary.
+        shown = {k: v for k, v in summary.items() if k != "dataset"}
+        flat = {k: v for k, v in _flatten(shown).items() if not isinstance(v, (list, dict))}
         if self.live_mode:
             from rich.table import Table
 

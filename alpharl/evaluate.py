@@ -5,6 +5,18 @@ simulator parameters, through the scripted driver (``alpharl.sim.driver``);
 each starts from a fresh simulator with the same seed, so the episodes start
 at the same offsets.
 
+Which rows (``plan``): every file of the data (the run's, or ``--data``), each
+on a window of its own. By default that is what the run held out: in a file it
+trained on, the complement of its training window (alpharl.windows.held_out:
+``0.8:1`` for the default ``0:0.8``); a file it never trained on (held out by
+``--holdout-files``, or data it never saw; files are known by their content's
+sha256), whole. ``--window A:B`` names one window for every file; one that
+shares rows with what the run trained on is refused unless the caller allows
+the overlap, and the file is then marked in-sample. With several files each
+is evaluated on its own (B backtests) and the overall statistics pool their
+runs one after the other in time (``pooled_stats``); one file is evaluated as
+it always was.
+
 Policies:
 
 - ``sampled``: a ~ softmax(pi logits) of the checkpoint's network, drawn with
@@ -42,14 +54,15 @@ import numpy as np
 import pyarrow as pa
 
 from alpharl import actions as A
+from alpharl import windows as W
 from alpharl.atomic import atomic_writer
-from alpharl.lobster.load import load_lobster
-from alpharl.lobster.sample import load_embedded
+from alpharl.dataset import build, content_sha256, data_specs, file_labels, find_sources, load_files
 from alpharl.nets import NetLayout
 from alpharl.sim import layout as L
 from alpharl.sim.driver import run_script
 from alpharl.sim.market import SyntheticMarket
 from alpharl.sizes import N_ACTIONS
+from alpharl.windows import DEFAULT_TRAIN_WINDOW, held_out, parse_window
 
 # alpharl.prng, alpharl.reference.* and alpharl.sim.lobsim load numba: they are imported where a
 # network policy or a simulator runs, so that `alpharl --help` (which reads this module's defaults)
@@ -61,9 +74,8 @@ ALL = POLICIES + BASELINES
 #: Annualisation of the Sharpe ratio: US equity trading year.
 TRADING_DAYS = 252
 TRADING_SECONDS_PER_DAY = 6.5 * 3600
-#: Default held-out window: this last fraction of the event stream.
-DEFAULT_START = 0.8
-DEFAULT_END = 1.0
+#: Held-out window without a run (baselines alone): the complement of the default training window.
+DEFAULT_START, DEFAULT_END = held_out(parse_window(DEFAULT_TRAIN_WINDOW))
 #: Steps a periodic round trip is held open.
 DEFAULT_PERIOD = 20
 #: Fill records kept per backtest per step when a fills log is asked for (drained every step).
@@ -84,11 +96,11 @@ class Window:
 
 
 def select_window(market, start: float, end: float):
-    """Rows start..end (fractions of the event stream) of a MarketData; (market window, Window)."""
+    """Rows start..end (fractions of the event stream, alpharl.windows.rows) of a MarketData;
+    (market window, Window)."""
     if not (0.0 <= start < end <= 1.0):
         raise EvalError(f"--start {start} --end {end}: need 0 <= start < end <= 1")
-    n = market.n_events
-    a, b = int(round(start * n)), int(round(end * n))
+    a, b = W.rows(market.n_events, (start, end))
     win = market.window(a, b)
     seconds = float(win.time[-1] - win.time[0]) if win.n_events > 1 else None
     return win, Window(a, b, seconds if seconds and seconds > 0 else None)
@@ -101,7 +113,7 @@ def fit_params(sim_params, n_rows: int | None):
     e = sim_params.events_per_step
     fit = n_rows // e - 2
     if fit < 1:
-        raise EvalError(f"window of {n_rows} events is shorter than two env steps ({e} events each); widen --start/--end")
+        raise EvalError(f"window of {n_rows} events is shorter than two env steps ({e} events each); widen --window")
     return dataclasses.replace(sim_params, episode_steps=min(sim_params.episode_steps, fit))
 
 
@@ -213,9 +225,10 @@ class EvalSetup:
         return self.window.seconds / max(rows - 1, 1) * self.sim_params.events_per_step
 
 
-def make_setup(config, data: str | None, start: float, end: float, b: int, steps: int | None, seed: int,
+def make_setup(config, market, start: float, end: float, b: int, steps: int | None, seed: int,
                fills: bool) -> EvalSetup:
-    """Load the market (``data`` overrides the run's), cut the window, fit the simulator parameters."""
+    """Cut the window start..end of ``market`` (a MarketData; None: the run's synthetic market) and
+    fit the simulator parameters to it."""
     if b < 1:
         raise EvalError(f"--b {b}: must be >= 1")
     if steps is not None and steps < 1:
@@ -223,23 +236,96 @@ def make_setup(config, data: str | None, start: float, end: float, b: int, steps
     params = config.sim
     if fills:
         params = dataclasses.replace(params, fills_log_capacity=max(params.fills_log_capacity, FILLS_PER_STEP))
-    if data is None and config.synthetic:
+    if market is None:
         market, window = SyntheticMarket(config.synth), None
         n_steps = steps or params.episode_steps
     else:
-        market, window = select_window(load_market(data if data is not None else config.data), start, end)
+        market, window = select_window(market, start, end)
         params = fit_params(params, window.stop - window.first)
         n_steps = steps or max(1, (window.stop - window.first) // params.events_per_step)
     # the network's input is the run's observation, whatever the depth of the data evaluated on
     return EvalSetup(market, params, b, n_steps, seed, window, L.obs_dim(params.obs_levels))
 
 
-def load_market(data: str | None):
-    if data is None:
-        return load_embedded()
-    if not Path(data).exists():
-        raise EvalError(f"--data {data}: no such file or directory")
-    return load_lobster(data)
+# ------------------------------------------------------------------ which rows
+@dataclass
+class EvalFile:
+    """One file to evaluate on: its window, and the rows of it the run trained on."""
+
+    label: str
+    path: str
+    sha256: str
+    market: object                          # the whole file (MarketData)
+    window: tuple[float, float]
+    trained_rows: tuple[int, int] | None    # None: the run never trained on this file
+
+    @property
+    def rows(self) -> tuple[int, int]:
+        return W.rows(self.market.n_events, self.window)
+
+    @property
+    def in_sample(self) -> bool:
+        """The window shares a row with what the run trained on (same content, overlapping rows)."""
+        return W.overlap(self.rows, self.trained_rows)
+
+
+def training_record(run_record: dict | None) -> tuple[dict, dict, tuple[float, float] | None]:
+    """From a run's dataset record: ({sha256: rows trained on, None for a held-out file},
+    {sha256: label}, the training window); empty for no run."""
+    if run_record is None:
+        return {}, {}, None
+    rows = {f["sha256"]: None if f["train_rows"] is None else tuple(f["train_rows"]) for f in run_record["files"]}
+    labels = {f["sha256"]: f["label"] for f in run_record["files"]}
+    return rows, labels, parse_window(run_record["train_window"])
+
+
+def derived_record(config, option: str = "--data") -> dict:
+    """The dataset record of a run that kept none (from before datasets): what its config says it
+    read (alpharl.rundir.read_run_config: such a run read the whole of each file)."""
+    loaded = load_files(find_sources(data_specs(config.data), option))
+    return build(loaded, parse_window(config.train_window), config.holdout_files).record()
+
+
+def plan(run_record: dict | None, data: list[str] | None, config, window: tuple[float, float] | None,
+         allow_overlap: bool) -> tuple[list[EvalFile], list[dict]]:
+    """The files to evaluate on, each with its window, and the files left out (label, path, reason).
+
+    ``run_record``: the run's dataset record (None: no run, baselines alone). ``data``: --data
+    entries (None: the run's data). ``window``: --window; None picks per file: the held-out
+    complement of the run's training window (alpharl.windows.held_out) in a file it trained on,
+    the whole of a file it never trained on, and without a run the complement of the default
+    training window. A window sharing rows with what the run trained on is refused (EvalError)
+    unless ``allow_overlap``: the file is then evaluated in-sample."""
+    trained, labels, train_window = training_record(run_record)
+    loaded = load_files(find_sources(data if data else data_specs(config.data), "--data"))
+    files, skipped = [], []
+    for (path, md), fresh in zip(loaded, file_labels([md for _, md in loaded])):
+        sha = content_sha256(md)
+        rows = trained.get(sha)
+        label = labels.get(sha, fresh)
+        if window is not None:
+            w = window
+        elif run_record is None:
+            w = (DEFAULT_START, DEFAULT_END)
+        elif rows is None:
+            w = (0.0, 1.0)                   # never trained on: held out whole
+        else:
+            w = held_out(train_window)
+            if w is None:
+                skipped.append({"label": label, "path": path, "reason": "the run trained on the whole file"})
+                continue
+        f = EvalFile(label, path, sha, md, w, rows)
+        if f.in_sample and not allow_overlap:
+            first, stop = f.rows
+            raise EvalError(f"--window {W.format_window(w)} overlaps the rows the run trained on in {label} "
+                            f"({path}: trained on rows {rows[0]:,}..{rows[1]:,}, window {first:,}..{stop:,}); "
+                            f"pass --allow-overlap to evaluate in-sample")
+        files.append(f)
+    if not files:
+        raise EvalError(f"nothing held out to evaluate on: the run trained on the whole of "
+                        f"{', '.join(s['label'] for s in skipped)}; name --window A:B with --allow-overlap "
+                        f"(in-sample), or --data with files it never trained on")
+    return files, skipped
 
 
 def run_policy(setup: EvalSetup, policy, backend: str = "numpy"):
@@ -273,6 +359,51 @@ def evaluate(setup: EvalSetup, names: list[str], params: np.ndarray | None, peri
         results[name] = trade_stats(r.reward, r.done, r.trade_pnl, setup.seconds_per_step)
         fills[name] = r.fills
     return results, fills
+
+
+# ------------------------------------------------------------------ several files
+@dataclass
+class FileResult:
+    """One file's evaluation: the file and window, its setup, each policy's statistics."""
+
+    file: EvalFile
+    setup: EvalSetup
+    policies: dict
+
+
+def pooled_stats(runs: list, setups: list[EvalSetup]) -> dict:
+    """``trade_stats`` of several files' runs of one policy, one after the other in time (the steps
+    of every file, in dataset order); the clock is the files' mean seconds per step, weighted by steps."""
+    reward = np.concatenate([r.reward for r in runs])
+    done = np.concatenate([r.done for r in runs])
+    pnl = np.concatenate([r.trade_pnl for r in runs])
+    clocks = [s.seconds_per_step for s in setups]
+    steps = [s.steps for s in setups]
+    sps = None if any(c is None for c in clocks) else sum(c * n for c, n in zip(clocks, steps)) / sum(steps)
+    return trade_stats(reward, done, pnl, sps)
+
+
+def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.ndarray | None, *, b: int,
+                   steps: int | None, seed: int, period: int = DEFAULT_PERIOD, backend: str = "numpy",
+                   fills: bool = False) -> tuple[list[FileResult], dict, dict]:
+    """Each policy on each file (B backtests, ``steps`` or one pass over the file's window), and
+    over all of them (``pooled_stats``; one file: its own statistics). Returns (per file,
+    {policy: overall stats}, {policy: fills table}); with several files the fills carry a ``file``
+    column (the file's label)."""
+    setups = [make_setup(config, f.market, *f.window, b, steps, seed, fills) for f in files]
+    results = [FileResult(f, s, {}) for f, s in zip(files, setups)]
+    overall, fill_tables = {}, {}
+    for name in names:
+        runs, tables = [], []
+        for res in results:
+            r = run_policy(res.setup, make_policy(name, res.setup, params, period), backend)
+            res.policies[name] = trade_stats(r.reward, r.done, r.trade_pnl, res.setup.seconds_per_step)
+            runs.append(r)
+            tables.append(r.fills if len(files) == 1 else
+                          r.fills.append_column("file", pa.array([res.file.label] * r.fills.num_rows, pa.string())))
+        overall[name] = results[0].policies[name] if len(files) == 1 else pooled_stats(runs, setups)
+        fill_tables[name] = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    return results, overall, fill_tables
 
 
 def write_fills(fills: dict, out: Path | str) -> Path:

@@ -161,3 +161,12 @@ def seed_states(seed: int, n: int, stream: int = STREAM_ACTIONS) -> np.ndarray:
     states = (_splitmix64_outputs(key, n) >> np.uint64(32)).astype(np.uint32)
     states[states == 0] = ZERO_STATE_REPLACEMENT
     return states
+
+
+def seed_lanes(seed: int, lanes, stream: int) -> np.ndarray:
+    """The states ``seed_states`` gives the lanes ``lanes`` (indices) of ``stream``: a simulator that
+    holds some of a run's backtests draws as those backtests would (host uint32[len(lanes)])."""
+    lanes = np.asarray(lanes, dtype=np.int64)
+    if lanes.size == 0:
+        return np.zeros(0, np.uint32)
+    return seed_states(seed, int(lanes.max()) + 1, stream)[lanes]

@@ -4,7 +4,15 @@
 The run directory's files, its resume rules and the config merge are
 alpharl.rundir's; the checkpoint holds keys ``nets.*`` (params, adam_m,
 adam_v, target, adam_state), ``sim.*``, ``replay.*``, ``isv``, ``prng``,
-``step_count``, ``acc``, ``trainer.steps_done``; meta: step, b, obs_dim, obs_version, config.
+``step_count``, ``acc`` (with several files ``acc_streams``), ``trainer.steps_done``; meta: step, b,
+obs_dim, obs_version, config, dataset.
+
+The data is a dataset (alpharl.dataset): every file found, each read on the rows of
+``train_window`` unless ``holdout_files`` keeps it out. One training file is replayed by one
+simulator, as always; several become one stream each (alpharl.sim.streams), with per-file
+columns in the diagnostics (``<metric>@<file label>``) and per-file metrics in the summary.
+The record of the files (content sha256, rows) goes to ``dataset.json`` before the first step,
+and a resumed run must find the same files.
 
 Ctrl-C (SIGINT) or SIGTERM stops after the current step: a final checkpoint is
 written and the diagnostics flushed. ``--steps`` is the run's total: resuming a
@@ -22,24 +30,38 @@ from alpharl.backends.factory import resolve_backend
 from alpharl.checkpoint import CheckpointError, check_obs_version, load_checkpoint, save_checkpoint
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
-from alpharl.lobster.load import load_lobster
-from alpharl.lobster.sample import load_embedded
-from alpharl.rundir import (CHECKPOINT_FILE, clean, default_run_dir, has_checkpoint, resume_config, write_config,
-                            write_summary)
+from alpharl.dataset import Dataset, check_same_files, load_dataset
+from alpharl.rundir import (CHECKPOINT_FILE, clean, default_run_dir, has_checkpoint, read_dataset, resume_config,
+                            write_config, write_dataset, write_summary)
 from alpharl.sim.layout import OBS_VERSION
 from alpharl.sim.market import SyntheticMarket, fit_episode
-from alpharl.signals import METRICS
+from alpharl.signals import METRICS, name_stream_metrics, stream_metric_names
 from alpharl.sizes import LN_N_ATOMS
 from alpharl.trainer import IntegratedTrainer
 
 
-def load_market(config: TrainConfig):
-    """The market the backtests replay: synthetic, a LOBSTER source, or the embedded sample."""
+def load_data(config: TrainConfig) -> tuple[Dataset | None, object]:
+    """The dataset (None: synthetic market or features) and the market the backtests replay: one
+    file's training window (MarketData), several (a tuple, one stream each) or a SyntheticMarket."""
     if config.features:
-        return None  # step_synthetic: no market
+        return None, None  # step_synthetic: no market
     if config.synthetic:
-        return SyntheticMarket(config.synth)
-    return load_lobster(config.data) if config.data else load_embedded()
+        return None, SyntheticMarket(config.synth)
+    ds = load_dataset(config.data, config.train_window, config.holdout_files, config.b, config.sim.events_per_step)
+    markets = ds.train_markets()
+    return ds, markets[0] if len(markets) == 1 else tuple(markets)
+
+
+def load_market(config: TrainConfig):
+    """The market the backtests replay (``load_data``'s second half)."""
+    return load_data(config)[1]
+
+
+def fit_markets(params, market):
+    """``fit_episode`` for one market or several: the episode must fit the shortest."""
+    if isinstance(market, tuple):
+        market = min(market, key=lambda m: m.n_events)
+    return fit_episode(params, market)
 
 
 def check_backend(config: TrainConfig) -> None:
@@ -114,26 +136,39 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
         config = resume_config(run_dir, config)
     config.validate()
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
-    market = load_market(config)
-    sim, notice = fit_episode(config.sim, market)
+    dataset, market = load_data(config)
+    sim, notice = fit_markets(config.sim, market)
     config = config.with_overrides(sim=sim)
+    # A resumed run without a checkpoint (killed before its first) starts its own config again from 0.
+    continuing = bool(resume) and has_checkpoint(run_dir)
+    recorded = read_dataset(run_dir) if continuing else None
+    if dataset is not None and recorded is not None:
+        check_same_files(dataset, recorded, f"--resume {run_dir}")
+    record = None if dataset is None else dataset.record(config.b)
+    labels = [f.label for f in dataset.training] if dataset is not None and len(dataset.training) > 1 else []
 
     trainer = IntegratedTrainer(config, market)
     start_step = 0
-    # A resumed run without a checkpoint (killed before its first) starts its own config again from 0.
-    continuing = bool(resume) and has_checkpoint(run_dir)
     if continuing:
         start_step = _load_resumed(trainer, run_dir, config)
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
     clean(run_dir)
     write_config(run_dir, config)
+    if record is not None:
+        write_dataset(run_dir, record)
 
-    writer = DiagnosticsWriter(run_dir, list(METRICS), append=continuing, keep_until_step=start_step)
+    writer = DiagnosticsWriter(run_dir, list(METRICS) + stream_metric_names(labels), append=continuing,
+                               keep_until_step=start_step)
+
+    def all_metrics() -> tuple[dict, dict]:
+        """(overall metrics, overall and per-file metrics under their diagnostics names)."""
+        overall = trainer.metrics()
+        return overall, overall | name_stream_metrics(labels, trainer.stream_metrics())
 
     def checkpoint(step: int) -> None:
         meta = {"step": step, "b": config.b, "obs_dim": trainer.obs_dim, "obs_version": OBS_VERSION,
-                "config": config.to_dict()}
+                "config": config.to_dict(), "dataset": record}
         save_checkpoint(run_dir / CHECKPOINT_FILE, trainer.state_dict(), meta)
         write_parquet_snapshot(run_dir)
 
@@ -158,11 +193,11 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
                 step += 1
                 if step % config.diag_every == 0 or step == config.steps or flag.stop:
                     last_isv = trainer.read_isv()
-                    metrics = trainer.metrics()
+                    metrics, columns = all_metrics()
                     now = time.perf_counter()
                     sps = (step - step_last) / max(now - t_last, 1e-9)
                     t_last, step_last = now, step
-                    writer.write(step, now - t_start, time.time(), sps, sps * config.b, last_isv, metrics)
+                    writer.write(step, now - t_start, time.time(), sps, sps * config.b, last_isv, columns)
                     dash.update(step, last_isv, metrics, sps, sps * config.b)
                 if config.checkpoint_every and step % config.checkpoint_every == 0:
                     checkpoint(step)
@@ -177,6 +212,8 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
         if last_isv is None:
             last_isv = trainer.read_isv()
             metrics = trainer.metrics()
+        files = [{"label": lab, "metrics": {k: (None if v != v else v) for k, v in m.items()}}
+                 for lab, m in zip(labels, trainer.stream_metrics())]
         summary = {
             "run_dir": str(run_dir), "step": step, "started_at_step": start_step, "interrupted": interrupted,
             "backend": trainer.backend, "b": config.b, "wall_seconds": wall,
@@ -184,10 +221,12 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
             "losses": {s.name: float(last_isv[s.index]) for s in S.SLOTS if s.group == "losses"},
             "metrics": {k: (None if v != v else v) for k, v in metrics.items()},
             "loss_q_vs_uniform": float(last_isv[S.RL_LOSS_Q]) - LN_N_ATOMS,
+            "dataset": record,
+            "file_metrics": files,
         }
         write_summary(run_dir, summary)
         dash.finish(summary)
     return summary
 
 
-__all__ = ["train", "load_market", "check_backend", "ConfigError", "CheckpointError"]
+__all__ = ["train", "load_data", "load_market", "fit_markets", "check_backend", "ConfigError", "CheckpointError"]

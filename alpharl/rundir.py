@@ -6,7 +6,9 @@ A run directory holds:
 - ``diagnostics.arrows``  one row per ``diag_every`` steps (alpharl.diag), durable row by row;
 - ``diagnostics.parquet`` a snapshot of the same, refreshed at each checkpoint and at the end;
 - ``checkpoint.npz``      everything needed to continue bit-identically (alpharl.checkpoint);
-- ``summary.json``        final step, wall time, throughput, last losses and trade statistics.
+- ``summary.json``        final step, wall time, throughput, last losses and trade statistics;
+- ``dataset.json``        the files trained on, by content (sha256), and the rows of each
+                          (alpharl.dataset's record), written before the first step.
 
 A directory *holds a run* once it has a checkpoint or a summary: a new run
 never writes there (``--resume`` continues it instead). A directory a run was
@@ -24,22 +26,25 @@ on the command line (None = not given). A resumed run then keeps its own
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 from alpharl import jsontext
 from alpharl.atomic import TEMP_SUFFIX, atomic_write, remove_stale_temps
 from alpharl.config import ConfigError, TrainConfig, read_toml
+from alpharl.dataset import check_holdout, data_specs, find_sources
 
 CONFIG_FILE = "config.toml"
 DIAG_FILE = "diagnostics.arrows"
 PARQUET_FILE = "diagnostics.parquet"
 CHECKPOINT_FILE = "checkpoint.npz"
 SUMMARY_FILE = "summary.json"
+DATASET_FILE = "dataset.json"
 #: The files whose presence means a directory already holds a run (something to continue or keep).
 RUN_MARKERS = (CHECKPOINT_FILE, SUMMARY_FILE)
 #: The files a run writes; their presence without a marker means a restartable directory.
-RUN_FILES = (CONFIG_FILE, DIAG_FILE, PARQUET_FILE, CHECKPOINT_FILE, SUMMARY_FILE)
+RUN_FILES = (CONFIG_FILE, DIAG_FILE, PARQUET_FILE, CHECKPOINT_FILE, SUMMARY_FILE, DATASET_FILE)
 
 #: Where runs go without --run-dir: runs/<timestamp>-s<seed>.
 RUNS_ROOT = "runs"
@@ -117,8 +122,8 @@ def check_new_run_dir(run_dir: Path) -> str | None:
 def check_paths(cfg: TrainConfig, resume: Path | None) -> str | None:
     """Fail early, in one line, on paths that cannot work; never overwrite an earlier run. Returns
     a line to show when the run starts over in a restartable directory, else None."""
-    if cfg.data is not None and not Path(cfg.data).exists():
-        raise ConfigError(f"--data {cfg.data}: no such file or directory")
+    if not (cfg.synthetic or cfg.features):
+        check_holdout(find_sources(data_specs(cfg.data)), cfg.holdout_files)
     if resume is not None:
         check_resume_dir(Path(resume))
         if not has_checkpoint(resume):
@@ -162,6 +167,20 @@ def _file_keys(config_file: Path) -> tuple[TrainConfig, dict]:
 
 
 # ------------------------------------------------------------- the config merge
+#: The training window of a run whose config.toml predates train windows: it read the whole stream.
+LEGACY_TRAIN_WINDOW = "0:1"
+
+
+def read_run_config(run_dir: Path) -> TrainConfig:
+    """A run directory's config.toml; a run recorded before train windows trained on the whole stream
+    of its data, and says so (``train_window = LEGACY_TRAIN_WINDOW``) rather than taking the default."""
+    path = Path(run_dir) / CONFIG_FILE
+    cfg = TrainConfig.from_toml(path)
+    if "train_window" not in read_toml(path):
+        cfg = cfg.with_overrides(train_window=LEGACY_TRAIN_WINDOW)
+    return cfg
+
+
 def resolve_config(config_file: Path | None, resume: Path | None, overrides: dict) -> TrainConfig:
     """Defaults <- config file <- command-line options; validated. Resuming, the run's own
     config.toml is the base, and the file and options may change only ``RESUME_OVERRIDABLE``."""
@@ -169,7 +188,7 @@ def resolve_config(config_file: Path | None, resume: Path | None, overrides: dic
         base = TrainConfig() if config_file is None else TrainConfig.from_toml(config_file)
     else:
         check_resume_dir(Path(resume))
-        base = TrainConfig.from_toml(Path(resume) / CONFIG_FILE)
+        base = read_run_config(Path(resume))
         if config_file is not None:
             file_cfg, keys = _file_keys(config_file)
             check_resume_changes(base, keys, lambda k, v: f"--config {config_file} sets {k} = {v!r}")
@@ -187,7 +206,7 @@ def resume_config(run_dir: Path, given: TrainConfig) -> TrainConfig:
     """The config a resumed run continues with: its own config.toml, but for ``RESUME_OVERRIDABLE`` from ``given``."""
     run_dir = Path(run_dir)
     check_resume_dir(run_dir)
-    saved = TrainConfig.from_toml(run_dir / CONFIG_FILE)
+    saved = read_run_config(run_dir)
     return saved.with_overrides(**{k: getattr(given, k) for k in RESUME_OVERRIDABLE}, run_dir=str(run_dir))
 
 
@@ -198,3 +217,18 @@ def write_config(run_dir: Path, config: TrainConfig) -> Path:
 
 def write_summary(run_dir: Path, summary: dict) -> Path:
     return atomic_write(Path(run_dir) / SUMMARY_FILE, jsontext.dumps(summary, indent=1))
+
+
+def write_dataset(run_dir: Path, record: dict) -> Path:
+    return atomic_write(Path(run_dir) / DATASET_FILE, jsontext.dumps(record, indent=1))
+
+
+def read_dataset(run_dir: Path) -> dict | None:
+    """The run's dataset record, None when it has none (a run from before datasets, or synthetic)."""
+    path = Path(run_dir) / DATASET_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{path}: unreadable dataset record ({exc})") from None

@@ -62,6 +62,21 @@ METRICS = {
 }
 
 
+#: With several files, each file's metrics are METRICS' names followed by this and the file's label
+#: (``trades/win_rate@GOOG_2012-06-21_5``: alpharl.dataset.file_labels).
+STREAM_SEP = "@"
+
+
+def stream_metric_names(labels: list[str]) -> list[str]:
+    """The diagnostics columns of the per-file metrics, file by file ([] for no labels)."""
+    return [f"{name}{STREAM_SEP}{label}" for label in labels for name in METRICS]
+
+
+def name_stream_metrics(labels: list[str], per_stream: list[dict[str, float]]) -> dict[str, float]:
+    """Per-file metrics (one dict per file, stream order) under their diagnostics names."""
+    return {f"{name}{STREAM_SEP}{label}": v for label, m in zip(labels, per_stream) for name, v in m.items()}
+
+
 def metrics(acc: np.ndarray, equity: np.ndarray) -> dict[str, float]:
     """METRICS from the host run totals ``acc`` (float64 [N_ACC]) and the backtests' equity [B]."""
     n = float(acc[ACC_TRADES])

@@ -49,7 +49,8 @@ class IntegratedTrainer:
     """B backtests + networks + replay + controllers; ``step()`` runs one training step."""
 
     def __init__(self, config: TrainConfig, market=None, hidden: int = HIDDEN):
-        """market: MarketData or SyntheticMarket for the order-book simulator; unused with config.features.
+        """market: MarketData or SyntheticMarket for the order-book simulator, or a tuple of MarketData (one
+        stream each: alpharl.sim.streams); unused with config.features.
         hidden: the encoder's width (SPEC: HIDDEN; narrower nets make kernel-vs-reference tests cheap)."""
         self.config = config.validate()
         self.backend = resolve_backend(config.backend)
@@ -117,6 +118,10 @@ class IntegratedTrainer:
     def metrics(self) -> dict[str, float]:
         """Trainer metrics for diagnostics (one sync): reward, PnL and trade statistics (``METRICS``)."""
         return self.ops.metrics()
+
+    def stream_metrics(self) -> list[dict[str, float]]:
+        """The same metrics per file when the backtests replay several ([] for one), in stream order."""
+        return self.ops.stream_metrics()
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return self.ops.state_dict() | {"trainer.steps_done": np.array(self.steps_done, np.int64)}

@@ -1,13 +1,13 @@
 """``alpharl data``: inspect LOBSTER market data (the embedded sample by default)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from alpharl import jsontext
-from alpharl.cli.errors import UserError, user_errors
+from alpharl.cli.errors import user_errors
+from alpharl.dataset import file_labels, find_sources
 from alpharl.lobster import cache as lobster_cache
 from alpharl.lobster.load import load_lobster
 from alpharl.lobster.sample import load_embedded
@@ -23,22 +23,31 @@ def data() -> None:
 
 @app.command()
 def info(
-    path: Annotated[Path | None, typer.Argument(
-        help="LOBSTER zip, message CSV, folder holding one pair, or Arrow cache. Default: the embedded sample.",
-        show_default=False)] = None,
+    path: Annotated[str | None, typer.Argument(
+        help="LOBSTER zip, message CSV, Arrow cache, or a folder or glob of them (one table of every file). "
+             "Default: the embedded sample.", show_default=False)] = None,
     levels: Annotated[int | None, typer.Option("--levels", "-l", min=1,
                                                help="Use only the top N book levels.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache",
                                            help="Parse the CSVs; neither read nor write the Arrow cache.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON for scripts.")] = False,
 ) -> None:
-    """Events, levels, time span, tick size, spread and depth statistics, event-type counts."""
+    """Events, levels, time span, tick size, spread and depth statistics, event-type counts; for a folder
+    or glob of several files, one line per file (events, levels, time span, tick)."""
     cache = not no_cache
     with user_errors():
-        if path is not None and not path.exists():
-            raise UserError(f"{path}: no such file or directory")
-        md = load_embedded(levels, cache=cache) if path is None else load_lobster(path, levels, cache=cache)
-    stats = describe(md)
+        if path is None:
+            mds = [load_embedded(levels, cache=cache)]
+        else:
+            mds = [load_lobster(p, levels, cache=cache) for p in find_sources([path], option="")]
+    if len(mds) > 1:
+        files = [{"label": label, **describe(md)} for label, md in zip(file_labels(mds), mds)]
+        if as_json:
+            typer.echo(jsontext.dumps({"path": path, "files": files}, indent=1))
+            return
+        _print_files(path, files)
+        return
+    stats = describe(mds[0])
     if as_json:
         typer.echo(jsontext.dumps(stats, indent=1))
         return
@@ -63,6 +72,21 @@ def cache_cmd(
     typer.echo(f"{info['dir']}: {info['entries']} entries, {info['bytes'] / 1e6:.1f} MB "
                f"(cap {info['max_bytes'] / 1e6:.0f} MB, ${lobster_cache.MAX_MB_ENV}; "
                f"elsewhere: ${lobster_cache.CACHE_DIR_ENV})")
+
+
+def _print_files(path: str, files: list[dict]) -> None:
+    """One line per file of a folder or glob."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{path}: {len(files)} LOBSTER files", title_justify="left")
+    for name, justify in (("file", "left"), ("events", "right"), ("levels", "right"), ("time span", "left"),
+                          ("tick $", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    for f in files:
+        table.add_row(f["label"], f"{f['events']:,}", str(f["levels"]), f["time_span"] or "-", f"{f['tick_dollars']:g}")
+    table.caption = "--json: every statistic of each file and its path"
+    Console().print(table)
 
 
 def _print_table(stats: dict) -> None:

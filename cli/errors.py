@@ -6,11 +6,13 @@ import sys
 
 from alpharl.checkpoint import CheckpointError
 from alpharl.config import ConfigError
+from alpharl.dataset import DatasetError
 from alpharl.evaluate import EvalError
 from alpharl.export import ExportError
 from alpharl.lobster.errors import LobsterFormatError
 from alpharl.report import ReportError
 from alpharl.rundir import RunDirError
+from alpharl.windows import WindowError
 
 EXIT_BAD_INPUT = 2
 
@@ -54,7 +56,7 @@ def describe_os_error(exc: OSError) -> str | None:
 
 #: Exceptions whose message is the whole story: printed as one line, exit 2.
 ONE_LINE_ERRORS = (UserError, ConfigError, RunDirError, LobsterFormatError, CheckpointError, ReportError, EvalError,
-                   ExportError)
+                   ExportError, DatasetError, WindowError)
 
 
 class user_errors:
@@ -62,7 +64,7 @@ class user_errors:
 
     Maps ``UserError`` and the one-line error types of the package
     (``ConfigError``, ``RunDirError``, ``LobsterFormatError``, ``CheckpointError``,
-    ``ReportError``, ``EvalError``, ``ExportError``) and disk/path ``OSError``s; anything else propagates
+    ``ReportError``, ``EvalError``, ``ExportError``, ``DatasetError``, ``WindowError``) and disk/path ``OSError``s; anything else propagates
     (a bug should show its traceback).
     """
 

@@ -25,7 +25,9 @@ _D = TrainConfig()
 def train(
     steps: Annotated[int | None, typer.Option("--steps", help=f"Training steps (each steps all B backtests once). (default: {_D.steps})", show_default=False)] = None,
     b: Annotated[int | None, typer.Option("--b", "-b", help=f"B, backtests run side by side. (default: {_D.b})", show_default=False)] = None,
-    data: Annotated[Path | None, typer.Option("--data", help="LOBSTER zip, CSV pair, folder or cached Arrow file. (default: the embedded sample)", show_default=False)] = None,
+    data: Annotated[list[str] | None, typer.Option("--data", metavar="<path>", help="LOBSTER zip, CSV pair, cached Arrow file, folder or glob; repeat for more (each file one stream). (default: the embedded sample)", show_default=False)] = None,
+    train_window: Annotated[str | None, typer.Option("--train-window", help=f"A:B, the fractions of each file's events training reads; the rest is held out. (default: {_D.train_window})", show_default=False)] = None,
+    holdout_files: Annotated[str | None, typer.Option("--holdout-files", help="Glob on the file name: matching files are kept out of training whole.", show_default=False)] = None,
     synthetic: Annotated[bool | None, typer.Option("--synthetic/--replay", help="Train on the synthetic Poisson order-flow market instead of replayed data. (default: replay)", show_default=False)] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=f"Seed of everything (init, PRNGs, episode starts, replay). (default: {_D.seed})", show_default=False)] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory. (default: runs/<timestamp>-s<seed>)", show_default=False)] = None,
@@ -47,7 +49,8 @@ def train(
     with user_errors():
         cfg = rundir.resolve_config(
             config_file=config, resume=resume,
-            overrides=dict(steps=steps, b=b, data=None if data is None else str(data), synthetic=synthetic, seed=seed,
+            overrides=dict(steps=steps, b=b, data=_data(data), train_window=train_window, holdout_files=holdout_files,
+                           synthetic=synthetic, seed=seed,
                            run_dir=None if run_dir is None else str(run_dir), diag_every=diag_every,
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale,
@@ -69,6 +72,13 @@ def train(
         raise typer.Exit(EXIT_INTERRUPTED)
     if summary.get("run_dir"):
         typer.echo(f"view the run: alpharl diag {summary['run_dir']}")
+
+
+def _data(data: list[str] | None) -> str | list[str] | None:
+    """--data as the config holds it: one entry as a string, several as a list, none as None."""
+    if not data:
+        return None
+    return data[0] if len(data) == 1 else list(data)
 
 
 def _run(run, cfg: TrainConfig, resume: Path | None, quiet: bool) -> dict:

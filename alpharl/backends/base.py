@@ -23,6 +23,8 @@ from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
 STATE_PARTS = ("nets", "sim", "replay")
 #: The backend's own arrays in the checkpoint, one key each.
 STATE_ARRAYS = ("isv", "prng", "step_count", "acc")
+#: ... and with several files, the run totals of each file's backtests (float64 [S, N_ACC]).
+STREAM_STATE_ARRAYS = ("acc_streams",)
 
 
 @runtime_checkable
@@ -40,6 +42,7 @@ class Backend(Protocol):
     prng: Any  #: uint32 [B]: the action sampler's states
     step_count: Any  #: int64 [1]: the device step counter
     acc: Any  #: float64 [N_ACC]: run totals of closed trades
+    acc_streams: Any  #: float64 [S, N_ACC]: the same per file of several (None: one file)
     ones: Any  #: float32 [max(B, M)]: the unit weights of step 14
     gate: Any  #: int32 [1]: this K-loop iteration's gate (written by ``k_gate``)
     open_gate: Any  #: int32 [1] = 1: the first iteration's gate (K >= 1)
@@ -107,6 +110,9 @@ class Backend(Protocol):
 
     def metrics(self) -> dict[str, float]: ...
 
+    def stream_metrics(self) -> list[dict[str, float]]:
+        """The metrics of each file's backtests (several files; [] for one)."""
+
     def state_dict(self) -> dict[str, np.ndarray]: ...
 
     def load_state_dict(self, d: dict) -> None: ...
@@ -134,18 +140,29 @@ class SharedOps:
         """Trainer metrics for diagnostics (one sync): reward, PnL and trade statistics."""
         return signals.metrics(self.to_host(self.acc), np.array(self.sim.field("equity")))
 
+    def stream_metrics(self) -> list[dict[str, float]]:
+        """The trainer metrics of each file's backtests, in stream order ([] with one file)."""
+        if self.acc_streams is None:
+            return []
+        acc, equity = self.to_host(self.acc_streams), np.array(self.sim.field("equity"))
+        return [signals.metrics(acc[k], equity[members]) for k, members in enumerate(self.sim.layout.members)]
+
+    def _state_arrays(self) -> tuple[str, ...]:
+        return STATE_ARRAYS + (STREAM_STATE_ARRAYS if self.acc_streams is not None else ())
+
     def state_dict(self) -> dict[str, np.ndarray]:
-        """The checkpoint: "nets.*", "sim.*", "replay.*" (each part's own state_dict), then STATE_ARRAYS."""
+        """The checkpoint: "nets.*", "sim.*", "replay.*" (each part's own state_dict), then STATE_ARRAYS
+        (and STREAM_STATE_ARRAYS with several files)."""
         self.sync()
         d = {}
         for part in STATE_PARTS:
             d |= {f"{part}.{k}": np.asarray(v) for k, v in getattr(self, part).state_dict().items()}
-        return d | {name: self.to_host(getattr(self, name)) for name in STATE_ARRAYS}
+        return d | {name: self.to_host(getattr(self, name)) for name in self._state_arrays()}
 
     def load_state_dict(self, d: dict) -> None:
         self.sync()
         for part in STATE_PARTS:
             getattr(self, part).load_state_dict(_sub(d, part + "."))
-        for name in STATE_ARRAYS:
+        for name in self._state_arrays():
             self.copy_in(getattr(self, name), d[name])
         self.sync()

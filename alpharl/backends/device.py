@@ -27,8 +27,8 @@ from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.replay import PrioritizedReplay
 from alpharl.signals import signal_inputs, signal_moments_table
 from alpharl.sim.features import FeatureEnv
-from alpharl.sim.layout import OUT_TRADE_DONE
-from alpharl.sim.lobsim import LobSim
+from alpharl.sim.layout import OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL
+from alpharl.sim.streams import make_lobsim
 from alpharl.sizes import HIDDEN, cdiv
 
 #: Side branches of the step (``Branches`` indices).
@@ -47,7 +47,7 @@ class DeviceBackend(SharedOps):
         if config.features:
             self.sim = FeatureEnv(B, config.seed, stream=st)
         else:
-            self.sim = LobSim(market, config.sim, B, config.seed, stream=st)
+            self.sim = make_lobsim(market, config.sim, B, config.seed, stream=st)
         self.obs_dim = self.sim.obs_dim
         self.nets = Nets(self.obs_dim, seed=config.seed, hidden=hidden)
         self.learner = Learner(self.nets, B, m, stream=st)
@@ -71,6 +71,9 @@ class DeviceBackend(SharedOps):
         # path never reads it: K stays a device-side decision inside the graph.
         self.host_skips_gated = target.on_simulator()
         self.acc = cuda.to_device(np.zeros(N_ACC, np.float64), stream=st)
+        # several files: the run totals of each file's backtests too (row k: stream k)
+        n_streams = getattr(self.sim, "n_streams", 0)
+        self.acc_streams = cuda.to_device(np.zeros((n_streams, N_ACC), np.float64), stream=st) if n_streams else None
         self.branches = Branches(st, N_STEP_BRANCHES)
         self._priorities_pending = False
 
@@ -94,8 +97,13 @@ class DeviceBackend(SharedOps):
 
     def accumulate(self) -> None:
         s = self.sim
-        rl_accumulate_trades[1, STEP_OPS_BLOCK, self.branches.fork(BRANCH_ACCUMULATE)](
-            s.output(OUT_TRADE_DONE), s.trade_pnl, s.reward, np.int32(self.B), self.acc)
+        side = self.branches.fork(BRANCH_ACCUMULATE)
+        rl_accumulate_trades[1, STEP_OPS_BLOCK, side](s.output(OUT_TRADE_DONE), s.trade_pnl, s.reward,
+                                                      np.int32(self.B), self.acc)
+        for k in range(0 if self.acc_streams is None else s.n_streams):
+            out = s.stream_outputs(k)
+            rl_accumulate_trades[1, STEP_OPS_BLOCK, side](out[OUT_TRADE_DONE], out[OUT_TRADE_PNL], out[OUT_REWARD],
+                                                          np.int32(out.shape[1]), self.acc_streams[k])
 
     def join_accumulate(self) -> None:
         self.branches.join(BRANCH_ACCUMULATE)

@@ -18,14 +18,14 @@ from alpharl.nets import MODULES, NetLayout
 from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.reference import learner as RL
 from alpharl.reference.controllers import rl_k_gate
-from alpharl.reference.lobsim import ReferenceLobSim
+from alpharl.reference.lobsim.streams import make_reference_lobsim
 from alpharl.reference.reductions import rl_batch_moments_multi
 from alpharl.reference.replay import PrioritizedReplayReference
 from alpharl.reference.sampling import rl_pi_action_kernel
 from alpharl.reference.step_ops import rl_accumulate_trades, rl_scale
 from alpharl.signals import signal_inputs, signal_moments_table
 from alpharl.sim.features import ReferenceFeatureEnv
-from alpharl.sim.layout import OUT_TRADE_DONE
+from alpharl.sim.layout import OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL
 from alpharl.sizes import HIDDEN
 
 
@@ -56,7 +56,7 @@ class NumpyBackend(SharedOps):
         if config.features:
             self.sim = ReferenceFeatureEnv(B, config.seed)
         else:
-            self.sim = ReferenceLobSim(market, config.sim, B, config.seed)
+            self.sim = make_reference_lobsim(market, config.sim, B, config.seed)
         self.obs_dim = self.sim.obs_dim
         self.layout = NetLayout(self.obs_dim, hidden)
         self.nets = HostNets(self.layout, config.seed)
@@ -74,6 +74,8 @@ class NumpyBackend(SharedOps):
         self.step_count = np.zeros(1, np.int64)
         self.host_skips_gated = True  # host arrays: reading the gate is free
         self.acc = np.zeros(N_ACC, np.float64)
+        n_streams = getattr(self.sim, "n_streams", 0)
+        self.acc_streams = np.zeros((n_streams, N_ACC), np.float64) if n_streams else None
 
     def reset(self) -> None:
         self.sim.reset()
@@ -95,6 +97,10 @@ class NumpyBackend(SharedOps):
     def accumulate(self) -> None:
         s = self.sim
         rl_accumulate_trades(s.output(OUT_TRADE_DONE), s.trade_pnl, s.reward, self.B, self.acc)
+        for k in range(0 if self.acc_streams is None else s.n_streams):
+            out = s.stream_outputs(k)
+            rl_accumulate_trades(out[OUT_TRADE_DONE], out[OUT_TRADE_PNL], out[OUT_REWARD], out.shape[1],
+                                 self.acc_streams[k])
 
     def join_accumulate(self) -> None:
         pass

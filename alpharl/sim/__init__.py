@@ -7,6 +7,8 @@ this package imports nothing, so a kernel can import the leaf
   offsets, outputs, fill records) defined once, with ``obs_dim``; a leaf module;
 - :mod:`alpharl.sim.lobsim`: ``LobSim``, B backtests on the GPU (device buffers,
   launch order); ``alpharl.reference.lobsim.ReferenceLobSim`` is the same on host arrays;
+- :mod:`alpharl.sim.streams`: ``MultiLobSim``, several files behind one simulator (one LobSim
+  per file, backtest b on file b mod S); ``make_lobsim`` picks it or LobSim;
 - :mod:`alpharl.sim.market`: ``SyntheticMarket``, the Poisson order-flow market,
   usable in place of a MarketData;
 - :mod:`alpharl.sim.fills`: ``FillsLog`` / ``drain_fills``, the fills log (Arrow IPC);

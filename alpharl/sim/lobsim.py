@@ -22,7 +22,7 @@ from numba import cuda
 from alpharl.cuda_kernels.lobsim import step as k_step
 from alpharl.cuda_kernels.lobsim import synthetic as k_syn
 from alpharl.cuda_kernels.lobsim.stage import step_launch
-from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_states
+from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_lanes, seed_states
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, replay_stream
 from alpharl.sim.outputs import StepOutputs
@@ -30,13 +30,17 @@ from alpharl.sim.params import SimParams
 
 
 class LobSim(StepOutputs):
-    """B backtests on one device; ``market`` is a MarketData (replay) or a SyntheticMarket."""
+    """B backtests on one device; ``market`` is a MarketData (replay) or a SyntheticMarket.
 
-    def __init__(self, market, params: SimParams, n_backtests: int, seed: int, stream=None):
+    ``lanes``: the run's backtest indices these backtests are, whose lanes of the PRNG stream
+    STREAM_SIM they draw (one file's simulator among several, alpharl.sim.streams); default 0..B-1."""
+
+    def __init__(self, market, params: SimParams, n_backtests: int, seed: int, stream=None, lanes=None):
         self.params = params
         self.B = int(n_backtests)
         self.E = params.events_per_step
         self.seed = int(seed)
+        self.lanes = np.arange(self.B) if lanes is None else np.asarray(lanes, np.int64)
         self.stream = stream if stream is not None else cuda.default_stream()
         self.synthetic = isinstance(market, SyntheticMarket)
         st = self.stream
@@ -82,7 +86,7 @@ class LobSim(StepOutputs):
     def reset(self) -> None:
         """Every backtest starts afresh from the seed (copies the seeded PRNG states: not capturable)."""
         st = self.stream
-        self.rng.copy_to_device(seed_states(self.seed, self.B, STREAM_SIM), stream=st)
+        self.rng.copy_to_device(seed_lanes(self.seed, self.lanes, STREAM_SIM), stream=st)
         if self.synthetic:
             self.syn_rng.copy_to_device(seed_states(self.seed, self.B, STREAM_SYNTH), stream=st)
             k_syn.lobsim_synth_reset[self._grid, self._block, st](

@@ -23,7 +23,7 @@ def trained_run(path, obs_dim=None, seed=3, obs_version=L.OBS_VERSION):
     """A run directory with an untrained network for the default observation (config without [sim]);
     ``obs_version`` None writes a checkpoint of before the version was recorded."""
     path.mkdir(parents=True)
-    (path / "config.toml").write_text(f"steps = 10\nb = 2\nseed = {seed}\n")
+    (path / "config.toml").write_text(f"steps = 10\nb = 2\nseed = {seed}\ntrain_window = \"0:0.8\"\n")
     layout = NetLayout(obs_dim or L.obs_dim(SimParams().obs_levels))
     meta = {"step": 10} if obs_version is None else {"step": 10, "obs_version": obs_version}
     save_checkpoint(path / CHECKPOINT_FILE, {"nets.params": layout.init_params(seed)}, meta)

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpharl.prng import STREAM_SIM, seed_states, xorshift32_np
+from alpharl.prng import STREAM_SIM, seed_lanes, xorshift32_np
 from alpharl.reference.lobsim.agent import activate, order_event, place_orders, walk
 from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
@@ -80,13 +80,15 @@ _I32 = np.int32
 class ReferenceLobSim(StepOutputs):
     """B backtests of the LOB simulator on host arrays (same API as ``LobSim``).
 
-    ``market``: a MarketData (historical replay) or a :class:`SyntheticMarket`.
+    ``market``: a MarketData (historical replay) or a :class:`SyntheticMarket`; ``lanes``: the
+    run's backtest indices these backtests are (their STREAM_SIM lanes; default 0..B-1).
     """
 
-    def __init__(self, market, params: SimParams, n_backtests: int, seed: int):
+    def __init__(self, market, params: SimParams, n_backtests: int, seed: int, lanes=None):
         self.params = params
         self.B = int(n_backtests)
         self.E = params.events_per_step
+        self.lanes = np.arange(self.B) if lanes is None else np.asarray(lanes, np.int64)
         self.synthetic = isinstance(market, SyntheticMarket)
         self.seed = int(seed)
         if self.synthetic:
@@ -109,7 +111,7 @@ class ReferenceLobSim(StepOutputs):
         cap = max(params.fills_log_capacity, 1)
         self.state_i = np.zeros((L.N_STATE_I, self.B), _I32)
         self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
-        self.rng = seed_states(self.seed, self.B, STREAM_SIM)
+        self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
         self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
         self.out = np.zeros((L.N_OUT, self.B), np.float32)
         self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), _I32)
@@ -119,7 +121,7 @@ class ReferenceLobSim(StepOutputs):
     # ------------------------------------------------------------ public API
     def reset(self) -> None:
         """Every backtest starts a fresh episode (counters cleared, PRNGs reseeded)."""
-        self.rng = seed_states(self.seed, self.B, STREAM_SIM)
+        self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
         self.state_i[:] = 0
         self.state_f[:] = 0.0
         self.out[:] = 0.0
