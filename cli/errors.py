@@ -10,6 +10,7 @@ from alpharl.evaluate import EvalError
 from alpharl.lobster.errors import LobsterFormatError
 from alpharl.report import ReportError
 from alpharl.rundir import RunDirError
+from alpharl.study import StudyError
 
 EXIT_BAD_INPUT = 2
 
@@ -52,7 +53,8 @@ def describe_os_error(exc: OSError) -> str | None:
 
 
 #: Exceptions whose message is the whole story: printed as one line, exit 2.
-ONE_LINE_ERRORS = (UserError, ConfigError, RunDirError, LobsterFormatError, CheckpointError, ReportError, EvalError)
+ONE_LINE_ERRORS = (UserError, ConfigError, RunDirError, LobsterFormatError, CheckpointError, ReportError, EvalError,
+                   StudyError)
 
 
 class user_errors:
@@ -60,7 +62,7 @@ class user_errors:
 
     Maps ``UserError`` and the one-line error types of the package
     (``ConfigError``, ``RunDirError``, ``LobsterFormatError``, ``CheckpointError``,
-    ``ReportError``, ``EvalError``) and disk/path ``OSError``s; anything else propagates
+    ``ReportError``, ``EvalError``, ``StudyError``) and disk/path ``OSError``s; anything else propagates
     (a bug should show its traceback).
     """
 
