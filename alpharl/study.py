@@ -798,6 +798,8 @@ def save_png(plan: StudyPlan, results: list[dict], summary: list[dict], path: Pa
             if slot.startswith("lr_") and lows and min(lows) > 0:   # learning rates span decades
                 tax.set_yscale("log")
             tax.set_title(f"{name}: {slot}", fontsize=8)
+            if k >= 2:
+                tax.set_xlabel("training step", fontsize=7)
             tax.tick_params(labelsize=7)
             tax.grid(alpha=0.3)
     fig.tight_layout()

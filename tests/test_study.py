@@ -258,3 +258,21 @@ def test_png_without_results(tmp_path):
     St.save_png(plan, results, St.summarize(results), tmp_path / "s.png")
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     np.testing.assert_equal(St.summarize([]), [])
+
+
+def test_progress_live_and_plain():
+    from rich.console import Console
+
+    ok, bad = _result("d", "v", 0, _pnls(2.0)), _result("d", "v", 1, {}, status=St.FAILED)
+    for live in (True, False):
+        console = Console(record=True, force_terminal=live, width=100)
+        p = St.StudyProgress(console=console)
+        assert p.live is live
+        p.start(3, 1)
+        p.trial_done(ok)
+        p.trial_done(bad)
+        p.stop()
+        text = console.export_text()
+        assert "1 of 3 trials already done" in text
+        assert "d/v/s0 ok" in text and "greedy 2" in text and "d/v/s1 FAILED in train: boom" in text
+        assert ("trial 3/3" in text) is not live          # plain lines count; the live bar shows the count
