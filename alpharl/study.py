@@ -62,7 +62,7 @@ import alpharl
 from alpharl import isv as S
 from alpharl import jsontext
 from alpharl.atomic import atomic_write, atomic_writer
-from alpharl.config import ConfigError, TrainConfig, read_toml
+from alpharl.config import TrainConfig, read_toml
 from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_START, EVAL_BACKENDS, POLICIES
 from alpharl.lobster.load import load_lobster
 from alpharl.lobster.source import MESSAGE, is_arrow, parse_name
@@ -129,7 +129,7 @@ class TrialSpec:
     """Everything one trial is asked; travels to a Ray worker as ``to_dict()``.
 
     ``steps``, ``b``, ``backend``: passed to train when given (None: the variant's or train's own);
-    ``eval_b`` / ``eval_steps``: eval's ``--b`` / ``--steps`` (None: eval's defaults).
+    ``b`` and ``backend`` go to eval too, ``eval_steps`` is eval's ``--steps`` (None: eval's defaults).
     """
 
     dataset: Dataset
@@ -305,7 +305,9 @@ def parse_datasets(values: list[str], each_file: bool) -> list[Dataset]:
         while name in names:
             name, k = f"{base}-{k}", k + 1
         names.add(name)
-        datasets.append(Dataset(name, text if _has_glob(text) else str(path.resolve())))
+        # absolute, so a trial finds its data from any working directory (a pattern keeps its wildcards)
+        datasets.append(Dataset(name, os.path.abspath(os.path.expanduser(text)) if _has_glob(text)
+                                else str(path.resolve())))
     return datasets
 
 
@@ -359,7 +361,9 @@ def trial_argv(spec: TrialSpec, stage: str, resume: bool = False) -> list[str]:
             argv += ["--backend", spec.backend]
         return argv
     if stage == "eval":
-        # The held-out window through eval's --start/--end (eval's own default is the same 0.8:1).
+        # The held-out window through eval's --start/--end. EVAL WINDOW: once eval takes `--window A:B`
+        # (its default then the held-out complement of the training window), pass instead:
+        #     argv += ["--window", window_text(spec.eval_window)]
         argv = [*cli, "eval", run, "--json",
                 "--start", f"{spec.eval_window[0]:g}", "--end", f"{spec.eval_window[1]:g}"]
         if spec.b is not None:
@@ -373,11 +377,13 @@ def trial_argv(spec: TrialSpec, stage: str, resume: bool = False) -> list[str]:
 
 
 def _child_env() -> dict:
-    """The trial's environment: this one, with the folder holding the alpharl package first on
-    PYTHONPATH, so ``python -m alpharl.cli`` finds the same alpharl from any working directory."""
+    """The trial's environment: this one; run from a source tree (alpharl not installed), with the
+    tree's root first on PYTHONPATH, so ``python -m alpharl.cli`` finds the same alpharl from any
+    working directory. (An installed alpharl is found anyway; its site-packages is left where it is.)"""
     env = dict(os.environ)
-    root = str(Path(alpharl.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    root = Path(alpharl.__file__).resolve().parent.parent
+    if (root / "cuda_kernels" / "__init__.py").is_file():   # the source tree's mark (alpharl/__init__.py)
+        env["PYTHONPATH"] = os.pathsep.join([str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 
 
@@ -558,7 +564,8 @@ def run_ray(specs: list[TrialSpec], on_done, address: str | None = None, jobs: i
             ray.init(address=address, **kw)
         else:
             # Workers started here import alpharl.study from the same place as this process.
-            ray.init(num_cpus=jobs, runtime_env={"env_vars": {"PYTHONPATH": _child_env()["PYTHONPATH"]}}, **kw)
+            path = _child_env().get("PYTHONPATH")
+            ray.init(num_cpus=jobs, runtime_env={"env_vars": {"PYTHONPATH": path}} if path else None, **kw)
     except Exception as exc:   # noqa: BLE001 - any failure to start or reach Ray is one line
         where = f"--ray-address {address}" if address else "--ray"
         raise StudyError(f"{where}: cannot start Ray ({_one_line(exc)})") from None
@@ -681,7 +688,8 @@ def table_rows(results: list[dict], out: Path) -> list[dict]:
     rows = []
     for r in results:
         base = {"dataset": r["dataset"], "data": r.get("data"), "variant": r["variant"], "seed": r["seed"],
-                "status": r["status"], "policy": None, "kind": None, "train_steps": r.get("steps"), "b": r.get("b"), "backend": r.get("backend"),
+                "status": r["status"], "policy": None, "kind": None, "train_steps": r.get("steps"), "b": r.get("b"),
+                "backend": r.get("backend"),
                 "wall_seconds": r.get("wall_seconds"), "trial_dir": _relative(r["trial_dir"], out),
                 "error": None if r.get("error") is None else f"{r['error']['stage']}: {r['error']['message']}"}
         if r["status"] != OK:

@@ -10,6 +10,7 @@ import pytest
 
 from alpharl import isv as S
 from alpharl import study as St
+from alpharl.config import ConfigError
 from alpharl.evaluate import ALL, BASELINES, POLICIES
 
 CUTS = Path(__file__).parent / "data" / "lobster"
@@ -63,9 +64,10 @@ def test_ranks_share_ties_and_skip_missing():
 
 def _result(dataset, variant, seed, pnl, status=St.OK):
     policies = {p: {"pnl": v, "trades": 1} for p, v in pnl.items()} if status == St.OK else {}
+    trial = f"/s/trials/{dataset}/{variant}/s{seed}"
+    error = None if status == St.OK else {"stage": "train", "message": "boom", "exit_code": 2, "log": "train.log"}
     return {"dataset": dataset, "variant": variant, "seed": seed, "status": status, "policies": policies,
-            "trial_dir": f"/s/trials/{dataset}/{variant}/s{seed}", "run_dir": f"/s/trials/{dataset}/{variant}/s{seed}/run",
-            "error": None if status == St.OK else {"stage": "train", "message": "boom", "exit_code": 2, "log": "train.log"},
+            "trial_dir": trial, "run_dir": f"{trial}/run", "error": error,
             "steps": 5, "b": 4, "backend": "numpy", "wall_seconds": 1.0}
 
 
@@ -122,11 +124,11 @@ def test_parse_variants(tmp_path):
     for values, msg in cases:
         with pytest.raises(St.StudyError, match=msg):
             St.parse_variants(values)
-    with pytest.raises(St.ConfigError, match="--minibatch 0"):
+    with pytest.raises(ConfigError, match="--minibatch 0"):
         St.parse_variants([f"a={tmp_path / 'bad.toml'}"])
 
 
-def test_data_files_and_datasets(tmp_path):
+def test_data_files_and_datasets(tmp_path, monkeypatch):
     folder = tmp_path / "day"
     folder.mkdir()
     for name in ("AMZN_2012-06-21_1_cut.zip", "GOOG_2012-06-21_1_cut.zip"):
@@ -142,6 +144,8 @@ def test_data_files_and_datasets(tmp_path):
     assert whole == [St.Dataset("day", str(folder.resolve()))]
     pattern = str(folder / "*.zip")
     assert St.parse_datasets([pattern], each_file=False)[0].data == pattern   # train --data gets the pattern
+    monkeypatch.chdir(tmp_path)
+    assert St.parse_datasets(["day/*.zip"], each_file=False)[0].data == pattern   # made absolute
     each = St.parse_datasets([str(folder / "*.zip"), str(CUTS / "GOOG_2012-06-21_1_cut.zip")], each_file=True)
     assert [d.name for d in each] == ["AMZN_2012-06-21_1_cut", "GOOG_2012-06-21_1_cut", "GOOG_2012-06-21_1_cut-2"]
     assert St.parse_datasets([], each_file=False) == [St.Dataset(St.EMBEDDED, None)]
