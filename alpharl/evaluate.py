@@ -71,6 +71,8 @@ from alpharl.windows import DEFAULT_TRAIN_WINDOW, held_out, parse_window
 POLICIES = ("sampled", "greedy")
 BASELINES = ("hold", "random", "periodic", "join")
 ALL = POLICIES + BASELINES
+#: Backends of the evaluation's simulator: the NumPy reference, or the kernels (GPU or CUDA simulator).
+EVAL_BACKENDS = ("numpy", "cuda", "sim")
 #: Annualisation of the Sharpe ratio: US equity trading year.
 TRADING_DAYS = 252
 TRADING_SECONDS_PER_DAY = 6.5 * 3600

@@ -21,7 +21,7 @@ try:
 except ImportError:
     import click
 
-from alpharl.cli import bench, data, diag, eval as eval_cmd, export, slots, train
+from alpharl.cli import bench, data, diag, eval as eval_cmd, export, slots, study, train
 from alpharl.cli.errors import EXIT_BAD_INPUT, fail, user_errors
 
 #: Numba's launch-size hint, matched by its message (a filter matches from the message's start, and
@@ -79,6 +79,7 @@ app.command("train")(train.train)
 app.command("diag")(diag.diag)
 app.command("eval")(eval_cmd.eval_)
 app.command("export")(export.export)
+app.command("study")(study.study)
 app.command("slots")(slots.slots)
 app.command("bench")(bench.bench)
 app.add_typer(data.app, name="data", help="LOBSTER market data: inspect the files the simulator replays.")

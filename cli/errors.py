@@ -13,6 +13,7 @@ from alpharl.lobster.errors import LobsterFormatError
 from alpharl.report import ReportError
 from alpharl.rundir import RunDirError
 from alpharl.windows import WindowError
+from alpharl.study import StudyError
 
 EXIT_BAD_INPUT = 2
 
@@ -56,7 +57,7 @@ def describe_os_error(exc: OSError) -> str | None:
 
 #: Exceptions whose message is the whole story: printed as one line, exit 2.
 ONE_LINE_ERRORS = (UserError, ConfigError, RunDirError, LobsterFormatError, CheckpointError, ReportError, EvalError,
-                   ExportError, DatasetError, WindowError)
+                   ExportError, DatasetError, WindowError, StudyError)
 
 
 class user_errors:
@@ -64,7 +65,7 @@ class user_errors:
 
     Maps ``UserError`` and the one-line error types of the package
     (``ConfigError``, ``RunDirError``, ``LobsterFormatError``, ``CheckpointError``,
-    ``ReportError``, ``EvalError``, ``ExportError``, ``DatasetError``, ``WindowError``) and disk/path ``OSError``s; anything else propagates
+    ``ReportError``, ``EvalError``, ``ExportError``, ``DatasetError``, ``WindowError``, ``StudyError``) and disk/path ``OSError``s; anything else propagates
     (a bug should show its traceback).
     """
 

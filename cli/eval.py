@@ -18,13 +18,11 @@ from alpharl import target
 from alpharl.checkpoint import check_obs_version, load_checkpoint
 from alpharl.cli.errors import UserError, user_errors
 from alpharl.config import TrainConfig
-from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, POLICIES
+from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, EVAL_BACKENDS, POLICIES
 from alpharl.report import fitted_table, fmt
 from alpharl.rundir import CHECKPOINT_FILE, CONFIG_FILE, read_dataset, read_run_config
 from alpharl.windows import parse_window
 
-#: Backends of the evaluation's simulator: the NumPy reference, or the kernels (GPU or CUDA simulator).
-EVAL_BACKENDS = ("numpy", "cuda", "sim")
 DEFAULT_EVAL_B = 16
 
 
