@@ -129,7 +129,9 @@ class TrialSpec:
     """Everything one trial is asked; travels to a Ray worker as ``to_dict()``.
 
     ``steps``, ``b``, ``backend``: passed to train when given (None: the variant's or train's own);
-    ``b`` and ``backend`` go to eval too, ``eval_steps`` is eval's ``--steps`` (None: eval's defaults).
+    ``b`` and ``backend`` go to eval too, ``eval_steps`` is eval's ``--steps`` (None: eval's defaults);
+    ``eval_backend``: eval's simulator when it should differ from training's (e.g. train on the GPU,
+    evaluate on the CPU cores while the next trials train).
     """
 
     dataset: Dataset
@@ -142,6 +144,7 @@ class TrialSpec:
     eval_window: tuple[float, float]
     eval_steps: int | None
     trial_dir: str
+    eval_backend: str | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -156,7 +159,7 @@ class TrialSpec:
         return {"data": self.dataset.data, "variant_config": self.variant.config, "variant_sha256": self.variant.sha256,
                 "seed": self.seed, "steps": self.steps, "b": self.b, "backend": self.backend,
                 "train_window": list(self.train_window), "eval_window": list(self.eval_window),
-                "eval_steps": self.eval_steps}
+                "eval_steps": self.eval_steps, "eval_backend": self.eval_backend}
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -301,7 +304,8 @@ def parse_datasets(values: list[str], each_file: bool) -> list[Dataset]:
 def plan_study(out: Path, datasets: list[Dataset], variants: list[Variant], seeds: list[int], *,
                steps: int | None = None, b: int | None = None, backend: str | None = None,
                train_window: tuple[float, float] = DEFAULT_TRAIN_WINDOW,
-               eval_window: tuple[float, float] | None = None, eval_steps: int | None = None) -> StudyPlan:
+               eval_window: tuple[float, float] | None = None, eval_steps: int | None = None,
+               eval_backend: str | None = None) -> StudyPlan:
     """Every trial of datasets x variants x seeds, in that order, each in its own folder under ``out``."""
     if steps is not None and steps < 1:
         raise StudyError(f"--steps {steps}: must be >= 1")
@@ -309,15 +313,17 @@ def plan_study(out: Path, datasets: list[Dataset], variants: list[Variant], seed
         raise StudyError(f"--b {b}: must be >= 1")
     if eval_steps is not None and eval_steps < 1:
         raise StudyError(f"--eval-steps {eval_steps}: must be >= 1")
+    if eval_backend is not None and eval_backend not in EVAL_BACKENDS:
+        raise StudyError(f"--eval-backend {eval_backend!r}: expected one of {', '.join(EVAL_BACKENDS)}")
     if out.exists() and not out.is_dir():
         raise StudyError(f"--out {out}: exists and is not a directory")
     out = out.resolve()
     eval_window = eval_window_for(train_window, eval_window)
     trials = [TrialSpec(d, v, s, steps, b, backend, train_window, eval_window, eval_steps,
-                        str(out / TRIALS_DIR / d.name / v.name / f"s{s}"))
+                        str(out / TRIALS_DIR / d.name / v.name / f"s{s}"), eval_backend)
               for d in datasets for v in variants for s in seeds]
     options = {"steps": steps, "b": b, "backend": backend, "train_window": list(train_window),
-               "eval_window": list(eval_window), "eval_steps": eval_steps}
+               "eval_window": list(eval_window), "eval_steps": eval_steps, "eval_backend": eval_backend}
     return StudyPlan(out, datasets, variants, seeds, trials, options)
 
 
@@ -353,7 +359,9 @@ def trial_argv(spec: TrialSpec, stage: str, resume: bool = False) -> list[str]:
             argv += ["--b", str(spec.b)]
         if spec.eval_steps is not None:
             argv += ["--steps", str(spec.eval_steps)]
-        if spec.backend in EVAL_BACKENDS:   # train's auto is not eval's: eval then runs its default
+        if spec.eval_backend is not None:
+            argv += ["--backend", spec.eval_backend]
+        elif spec.backend in EVAL_BACKENDS:   # train's auto is not eval's: eval then runs its default
             argv += ["--backend", spec.backend]
         return argv
     raise ValueError(f"stage {stage!r}: expected 'train' or 'eval'")

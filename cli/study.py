@@ -28,6 +28,7 @@ def study(
     variant: Annotated[list[str] | None, typer.Option("--variant", help=f"NAME=FILE.toml: train with --config FILE.toml (NAME alone: the defaults). Repeat for several. (default: one variant '{St.DEFAULT_VARIANT}')", show_default=False)] = None,
     train_window: Annotated[str, typer.Option("--train-window", help="Training window A:B, fractions of each dataset's events.")] = DEFAULT_TRAIN_WINDOW,
     eval_window: Annotated[str | None, typer.Option("--eval-window", help="Held-out window A:B the trained runs and the baselines are evaluated on; must not overlap the training window. (default: eval's, the larger part outside the training window: 0.8:1 for 0:0.8)", show_default=False)] = None,
+    eval_backend: Annotated[str | None, typer.Option("--eval-backend", help="Evaluate on this simulator (numpy | cuda | sim) instead of the training backend, e.g. train on the GPU and evaluate on the CPU cores. (default: --backend, where eval has it)", show_default=False)] = None,
     eval_steps: Annotated[int | None, typer.Option("--eval-steps", help="Env steps per policy in evaluation. (default: one pass over the held-out window)", show_default=False)] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Trials at once (local processes, or the CPUs of a Ray started here; several may share one GPU). (default: 1; with --ray every core)", show_default=False)] = None,
     ray: Annotated[bool, typer.Option("--ray", help="Run each trial as a Ray task on a Ray started here (needs Ray, the extra 'ray' of alpharl).")] = False,
@@ -39,7 +40,7 @@ def study(
     """Train and evaluate every (dataset, seed, variant) on held-out data beside the baselines: means, CIs, ranks, a picture."""
     with user_errors():
         plan = _plan(out, data, each_file, seeds, seed_list, steps, b, backend, variant, train_window,
-                     eval_window, eval_steps)
+                     eval_window, eval_steps, eval_backend)
         use_ray = ray or ray_address is not None
         if jobs is not None and jobs < 1:
             raise UserError(f"--jobs {jobs}: must be >= 1")
@@ -73,7 +74,7 @@ def study(
 
 
 def _plan(out, data, each_file, seeds, seed_list, steps, b, backend, variant, train_window, eval_window,
-          eval_steps) -> St.StudyPlan:
+          eval_steps, eval_backend=None) -> St.StudyPlan:
     if backend is not None and backend not in BACKENDS:
         raise UserError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     if backend == "cuda" and target.on_simulator():
@@ -86,7 +87,8 @@ def _plan(out, data, each_file, seeds, seed_list, steps, b, backend, variant, tr
     variants = St.parse_variants(variant or [])
     datasets = St.parse_datasets(data or [], each_file)
     return St.plan_study(out, datasets, variants, seed_values, steps=steps, b=b, backend=backend,
-                         train_window=tw, eval_window=ew, eval_steps=eval_steps)
+                         train_window=tw, eval_window=ew, eval_steps=eval_steps,
+                         eval_backend=eval_backend)
 
 
 def _need_matplotlib() -> None:

@@ -207,6 +207,12 @@ def test_trial_argv(tmp_path):
     assert _flags(St.trial_argv(bare, "train")) == {"--run-dir": str(bare.run_dir), "--quiet": True, "--seed": "0",
                                                      "--train-window": "0:0.8", "--backend": "auto"}
     assert _flags(St.trial_argv(bare, "eval")) == {"--json": True, "--window": "0.8:1"}
+    one = ([St.Dataset(St.EMBEDDED, None)], [St.Variant("default", None)], [0])
+    gpu_cpu = St.plan_study(tmp_path / "o3", *one, backend="cuda", eval_backend="numpy").trials[0]
+    assert _flags(St.trial_argv(gpu_cpu, "train"))["--backend"] == "cuda"
+    assert _flags(St.trial_argv(gpu_cpu, "eval"))["--backend"] == "numpy"
+    with pytest.raises(St.StudyError, match="--eval-backend 'gpu'"):
+        St.plan_study(tmp_path / "o4", *one, eval_backend="gpu")
     with pytest.raises(ValueError):
         St.trial_argv(bare, "export")
     assert St.TrialSpec.from_dict(spec.to_dict()) == spec
