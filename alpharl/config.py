@@ -23,6 +23,8 @@ from alpharl.sim.params import SimParams, SynthParams
 BACKENDS = ("auto", "cuda", "sim", "numpy")
 #: Largest --reward-scale: a reward of $1 then already spans 1000 units, far past any C51 support.
 REWARD_SCALE_MAX = 1e3
+#: Longest --rollout: a rollout holds T x B transitions on the device, and its update step runs on all of them.
+ROLLOUT_MAX = 1024
 #: Largest |fee| ([sim] maker_fee, taker_fee): $1 a share, or the whole value of a fill.
 FEE_MAX = 1.0
 
@@ -60,6 +62,12 @@ class TrainConfig:
     K controller picks K <= k_max on the device. 1 = exactly one update per env step."""
     reward_scale: float = 0.01
     """Rewards ($) are multiplied by this before learning, so returns fit the C51 support."""
+    rollout: int = 1
+    """T, env steps per on-policy rollout: 1 = PPO and V learn every step on its B transitions with the
+    one-step TD advantage; T > 1 = they learn every T-th step on the last T x B transitions with GAE(lambda)
+    advantages (normalised over the rollout); Q, BCE and AUX learn every step either way."""
+    gae_lambda: float = 0.95
+    """lambda of GAE(lambda) with --rollout T > 1 (0: one-step TD over the rollout, 1: Monte Carlo to its end)."""
     diag_every: int = 50
     """Steps between diagnostic rows (one host read of the ISV each)."""
     checkpoint_every: int = 1000
@@ -95,6 +103,10 @@ class TrainConfig:
         if self.checkpoint_every < 0:
             bad.append(f"--checkpoint-every {self.checkpoint_every}: must be >= 0")
         bad += _non_finite(self)
+        if not 1 <= self.rollout <= ROLLOUT_MAX:
+            bad.append(f"--rollout {self.rollout}: must be in 1..{ROLLOUT_MAX}")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            bad.append(f"--gae-lambda {self.gae_lambda}: must be in [0, 1]")
         if not 0 < self.reward_scale <= REWARD_SCALE_MAX:
             bad.append(f"--reward-scale {self.reward_scale}: must be in (0, {REWARD_SCALE_MAX:g}]")
         for fee in ("maker_fee", "taker_fee"):
