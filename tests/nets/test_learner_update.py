@@ -271,6 +271,7 @@ def test_gae_mode_update_matches_reference_and_finite_differences(rng):
     np.testing.assert_array_equal(learner.ppo_adv.copy_to_host(), adv_before)
 
 
+@pytest.mark.slow
 def test_collect_mode_update_leaves_pi_and_v_alone(rng):
     """A collect step: pi and V keep parameters, moments, step counter, loss and grad-norm slots; the encoder's
     gradient is that of Q, BCE and AUX alone; everything else as the reference's collect update."""
