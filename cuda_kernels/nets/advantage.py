@@ -56,8 +56,8 @@ def advantage_return(reward, done, v_used, v_used_tp1, gamma):
 def rl_compute_advantage_return(gate, reward, done, v_used, v_used_tp1, n, isv, advantage, ret):
     """A = r + gamma (1 - done) V_used(s') - V_used(s); return = A + V_used(s); gamma = isv[RL_GAMMA].
 
-    Streaming 1-step mode (SPEC §1 step 9); a T-step GAE(lambda) would replace
-    the bootstrap term with the lambda-weighted sum over the rollout.
+    Streaming 1-step mode (SPEC §1 step 9); with --rollout T > 1 ``rl_gae``
+    (cuda_kernels/nets/rollout.py) replaces it with GAE(lambda) over the rollout.
     Launch [ceil(n / ELEMWISE_BLOCK), ELEMWISE_BLOCK]. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:

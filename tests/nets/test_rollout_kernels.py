@@ -7,11 +7,11 @@ from numba import cuda
 from support import assert_all_written, nonzero_uniform, poisoned
 
 from alpharl import isv as S
-from alpharl.cuda_kernels.nets.rollout import ADV_NORM_EPS, GAE_BLOCK, ROLLOUT_BLOCK, rl_gae, rl_rollout_store, store_grid
+from alpharl.cuda_kernels.nets.rollout import (ADV_NORM_EPS, GAE_BLOCK, ROLLOUT_BLOCK, rl_gae, rl_rollout_store,
+                                               store_grid)
 from alpharl.reference import rollout as RO
 from alpharl.rollout import FIELDS
-
-N_ACTIONS_MAX = 9
+from alpharl.sizes import N_ACTIONS
 
 
 def _gate(on=True):
@@ -115,7 +115,7 @@ def test_rollout_store_writes_its_slice_only(rng, with_v, step):
     """Slice step mod T of every field (v_used only with with_v); the other slices keep their poison."""
     t_len, n_b, dim = 5, 7, 3
     t = step % t_len
-    batch = dict(obs=nonzero_uniform(rng, (n_b, dim)), action=rng.integers(0, N_ACTIONS_MAX, n_b).astype(np.int32),
+    batch = dict(obs=nonzero_uniform(rng, (n_b, dim)), action=rng.integers(0, N_ACTIONS, n_b).astype(np.int32),
                  logp=nonzero_uniform(rng, n_b, -3, -0.1), reward=nonzero_uniform(rng, n_b),
                  done=(rng.uniform(size=n_b) < 0.5).astype(np.float32),
                  label_up=(rng.uniform(size=n_b) < 0.5).astype(np.float32), label_ret=nonzero_uniform(rng, n_b),
