@@ -23,8 +23,10 @@ from alpharl.sim.params import SimParams, SynthParams
 BACKENDS = ("auto", "cuda", "sim", "numpy")
 #: Largest --reward-scale: a reward of $1 then already spans 1000 units, far past any C51 support.
 REWARD_SCALE_MAX = 1e3
-#: Longest --rollout: a rollout holds T x B transitions on the device, and its update step runs on all of them.
+#: Longest --rollout, and most transitions in one rollout (T x B): the rollout lives on the device and its
+#: update step runs the learning update on all of them at once (2^21 rows: B = 65536 at T = 32).
 ROLLOUT_MAX = 1024
+ROLLOUT_ROWS_MAX = 2**21
 #: Largest |fee| ([sim] maker_fee, taker_fee): $1 a share, or the whole value of a fill.
 FEE_MAX = 1.0
 
@@ -105,6 +107,9 @@ class TrainConfig:
         bad += _non_finite(self)
         if not 1 <= self.rollout <= ROLLOUT_MAX:
             bad.append(f"--rollout {self.rollout}: must be in 1..{ROLLOUT_MAX}")
+        elif self.rollout > 1 and self.rollout * self.b > ROLLOUT_ROWS_MAX:
+            bad.append(f"--rollout {self.rollout} x --b {self.b}: a rollout holds at most {ROLLOUT_ROWS_MAX} "
+                       "transitions")
         if not 0.0 <= self.gae_lambda <= 1.0:
             bad.append(f"--gae-lambda {self.gae_lambda}: must be in [0, 1]")
         if not 0 < self.reward_scale <= REWARD_SCALE_MAX:

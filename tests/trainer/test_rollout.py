@@ -33,7 +33,8 @@ def _state_equal(a, b):
 def test_phase_schedule_and_config_checks():
     assert [phase_of(s, 1) for s in range(4)] == [ENV_ONE_STEP] * 4
     assert [phase_of(s, 3) for s in range(7)] == [ENV_COLLECT, ENV_COLLECT, ENV_GAE] * 2 + [ENV_COLLECT]
-    for bad in (dict(rollout=0), dict(gae_lambda=1.5), dict(gae_lambda=-0.1), dict(gae_lambda=float("nan"))):
+    for bad in (dict(rollout=0), dict(rollout=1025), dict(rollout=64, b=65536), dict(gae_lambda=1.5),
+                dict(gae_lambda=-0.1), dict(gae_lambda=float("nan"))):
         with pytest.raises(ConfigError):
             _cfg(**bad).validate()
     assert 'rollout = 3' in _cfg().to_toml() and 'gae_lambda = 0.9' in _cfg().to_toml()
