@@ -62,5 +62,15 @@ class LearnerOutputs(NamedTuple):
     pi_logits: Any   #: [B, N_ACTIONS] the policy's logits at s_t
 
 
+class GaeInputs(NamedTuple):
+    """What GAE(lambda) reads of a rollout (``rl_gae``; [T B] each, float32) and its lambda; it writes the
+    last slice of v_used (the blended values at s_t that acted)."""
+
+    reward: Any
+    done: Any
+    v_used: Any
+    lam: float
+
+
 #: The outputs the step reads (priorities and step 14's statistics); the numpy backend keeps them float32.
 STEP_OUTPUTS = ("q_priority", "td", "entropy", "kl", "ratio", "advantage", "ret")

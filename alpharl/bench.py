@@ -84,7 +84,8 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     sync = tr.ops.stream.synchronize
     tr.step()                              # eager warm-up (compiles, loads modules)
     tr.step()                              # captures the graph and replays it once
-    n_nodes, critical = tr._graph.n_nodes, tr._graph.critical_path()
+    g = tr.captured(tr.phase(0))
+    n_nodes, critical = g.n_nodes, g.critical_path()
     graph_s = _timed(tr.step, steps, sync)
     tr.config.graph = False
     eager_s = _timed(tr.step, eager_steps or max(3, steps // 10), sync)

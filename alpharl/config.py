@@ -24,6 +24,10 @@ from alpharl.windows import DEFAULT_TRAIN_WINDOW, WindowError, parse_window
 BACKENDS = ("auto", "cuda", "sim", "numpy")
 #: Largest --reward-scale: a reward of $1 then already spans 1000 units, far past any C51 support.
 REWARD_SCALE_MAX = 1e3
+#: Longest --rollout, and most transitions in one rollout (T x B): the rollout lives on the device and its
+#: update step runs the learning update on all of them at once (2^21 rows: B = 65536 at T = 32).
+ROLLOUT_MAX = 1024
+ROLLOUT_ROWS_MAX = 2**21
 #: Largest |fee| ([sim] maker_fee, taker_fee): $1 a share, or the whole value of a fill.
 FEE_MAX = 1.0
 
@@ -66,6 +70,12 @@ class TrainConfig:
     K controller picks K <= k_max on the device. 1 = exactly one update per env step."""
     reward_scale: float = 0.01
     """Rewards ($) are multiplied by this before learning, so returns fit the C51 support."""
+    rollout: int = 1
+    """T, env steps per on-policy rollout: 1 = PPO and V learn every step on its B transitions with the
+    one-step TD advantage; T > 1 = they learn every T-th step on the last T x B transitions with GAE(lambda)
+    advantages (normalised over the rollout); Q, BCE and AUX learn every step either way."""
+    gae_lambda: float = 0.95
+    """lambda of GAE(lambda) with --rollout T > 1 (0: one-step TD over the rollout, 1: Monte Carlo to its end)."""
     diag_every: int = 50
     """Steps between diagnostic rows (one host read of the ISV each)."""
     checkpoint_every: int = 1000
@@ -105,6 +115,13 @@ class TrainConfig:
         except WindowError as exc:
             bad.append(str(exc))
         bad += _non_finite(self)
+        if not 1 <= self.rollout <= ROLLOUT_MAX:
+            bad.append(f"--rollout {self.rollout}: must be in 1..{ROLLOUT_MAX}")
+        elif self.rollout > 1 and self.rollout * self.b > ROLLOUT_ROWS_MAX:
+            bad.append(f"--rollout {self.rollout} x --b {self.b}: a rollout holds at most {ROLLOUT_ROWS_MAX} "
+                       "transitions")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            bad.append(f"--gae-lambda {self.gae_lambda}: must be in [0, 1]")
         if not 0 < self.reward_scale <= REWARD_SCALE_MAX:
             bad.append(f"--reward-scale {self.reward_scale}: must be in (0, {REWARD_SCALE_MAX:g}]")
         for fee in ("maker_fee", "taker_fee"):

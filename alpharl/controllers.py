@@ -19,17 +19,23 @@ SIGNAL_EMA_BETA = 0.99
 GRAD_NORM_EMA_BETA = 0.9
 
 _NO_GATE = -1
+#: The gate of the signals the PPO/V update produces (its sample count this step): with --rollout T > 1
+#: they fold only on the steps that update PPO and V, and hold on the steps that only collect.
+_PPO = S.RL_OBS_PPO_SAMPLES
+#: Grad-norm EMA slots of the modules only the PPO/V update trains.
+_PPO_GRAD_NORM_EMAS = (S.RL_PI_GRAD_NORM_EMA, S.RL_V_GRAD_NORM_EMA)
 
 #: (raw observation slot, EMA slot, gate slot or -1, beta). A gated row folds its
 #: observation only when the gate slot holds a positive count (e.g. trades closed).
 SIGNAL_TABLE: tuple[tuple[int, int, int, float], ...] = (
-    *((ema + S.GRAD_NORM_OBS_OFFSET, ema, _NO_GATE, GRAD_NORM_EMA_BETA) for ema in S.GRAD_NORM_EMA_SLOTS),
-    (S.RL_OBS_ENTROPY, S.RL_ENTROPY_EMA, _NO_GATE, SIGNAL_EMA_BETA),
-    (S.RL_OBS_KL, S.RL_KL_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    *((ema + S.GRAD_NORM_OBS_OFFSET, ema, _PPO if ema in _PPO_GRAD_NORM_EMAS else _NO_GATE, GRAD_NORM_EMA_BETA)
+      for ema in S.GRAD_NORM_EMA_SLOTS),
+    (S.RL_OBS_ENTROPY, S.RL_ENTROPY_EMA, _PPO, SIGNAL_EMA_BETA),
+    (S.RL_OBS_KL, S.RL_KL_EMA, _PPO, SIGNAL_EMA_BETA),
     (S.RL_OBS_TD_KURTOSIS, S.RL_TD_KURTOSIS_EMA, _NO_GATE, SIGNAL_EMA_BETA),
-    (S.RL_OBS_ADV_VAR, S.RL_ADV_VAR_EMA, _NO_GATE, SIGNAL_EMA_BETA),
-    (S.RL_OBS_RETURN_VAR, S.RL_RETURN_VAR_EMA, _NO_GATE, SIGNAL_EMA_BETA),
-    (S.RL_OBS_RATIO_MAX, S.RL_RATIO_TAIL_EMA, _NO_GATE, SIGNAL_EMA_BETA),
+    (S.RL_OBS_ADV_VAR, S.RL_ADV_VAR_EMA, _PPO, SIGNAL_EMA_BETA),
+    (S.RL_OBS_RETURN_VAR, S.RL_RETURN_VAR_EMA, _PPO, SIGNAL_EMA_BETA),
+    (S.RL_OBS_RATIO_MAX, S.RL_RATIO_TAIL_EMA, _PPO, SIGNAL_EMA_BETA),
     (S.RL_OBS_DONE_RATE, S.RL_DONE_RATE_EMA, _NO_GATE, SIGNAL_EMA_BETA),
     (S.RL_OBS_REWARD_PER_TRADE, S.RL_REWARD_PER_TRADE_EMA, S.RL_OBS_TRADES, SIGNAL_EMA_BETA),
     (S.RL_OBS_LOSS_RATE, S.RL_LOSS_RATE_EMA, S.RL_OBS_TRADES, SIGNAL_EMA_BETA),

@@ -43,6 +43,15 @@ concurrent dW products have a partials buffer each). All modules step from
 gradients taken at the same theta, so the order of the per-module Adam steps
 does not matter: one Adam launch updates all six.
 
+Modes (``--rollout T``, the step's phase: ``mode`` of ``update``; see
+cuda_kernels/nets/advantage.py). ENV_ONE_STEP (T = 1): as above. ENV_COLLECT
+(T > 1, a step that only collects): PPO and V do not learn (zero d(loss)/d(output)
+into the backward, the guard leaves pi and V out: ``PPO_V_MASK``, their loss slots
+hold). ENV_GAE (every T-th step): the env rows are the rollout's T B transitions
+and the t+1 rows only the last slice's s_{t+1} (B rows, ``env.obs_next``); on the
+first K-loop iteration (``gae`` given) ``rl_gae`` runs on the ENV_ROWS branch after
+the V blend and writes the advantages every later iteration reuses.
+
 ``soft_update`` (once per env step, not gated) moves the target net.
 """
 from __future__ import annotations
@@ -50,17 +59,18 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
+from alpharl.batches import EnvBatch, GaeInputs, LearnerOutputs, ReplayBatch
 from alpharl.cuda_kernels.controllers import v_blend as VB
 from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets import heads as KH
 from alpharl.cuda_kernels.nets import losses as KL
 from alpharl.cuda_kernels.nets import narrow as KN
-from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP, ENV_ROWS_BLOCK, rl_env_rows
+from alpharl.cuda_kernels.nets.rollout import GAE_BLOCK, rl_gae
 from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, argmax_expected_q_grid
 from alpharl.graph import Branches
-from alpharl.nets import Launcher, Nets, dw_partial_size
+from alpharl.nets import MODULES, Launcher, Nets, dw_partial_size
 from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
 
 
@@ -71,6 +81,10 @@ NARROW_W, TARGET, Q_FORWARD, ENV_ROWS, Q_DW, NARROW_DW, ENC_DW = range(7)
 N_BRANCHES = 7
 
 
+#: The guard's module mask of an update that collects only (ENV_COLLECT): every module but pi and V.
+PPO_V_MASK = KA.MASK_ALL & ~((1 << MODULES.index("pi")) | (1 << MODULES.index("v")))
+
+
 def _flat(a):
     """A 1-D view of a C-contiguous device array."""
     return a if a.ndim == 1 else a.reshape(a.size)
@@ -79,20 +93,22 @@ def _flat(a):
 class Learner:
     """Scratch buffers and the launch sequence of one learning update for ``nets``.
 
-    max_b / max_m: the largest env batch B and replay minibatch M an update may get.
-    Outputs (device, valid for the last update's B and M): see ``outputs(b, m)``.
+    max_b / max_m: the largest env batch B and replay minibatch M an update may get;
+    max_next: the largest t+1 batch (max_b unless a rollout's env rows are T B and its t+1 rows B).
+    Outputs (device, valid for the last update's batches): see ``outputs(b, m, n_next)``.
     """
 
-    def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0):
+    def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None):
         self.nets = nets
         self.max_b, self.max_m = int(max_b), int(max_m)
+        self.max_next = self.max_b if max_next is None else int(max_next)
         self.stream = stream
         self.launch = Launcher(stream)
         self.branches = Branches(stream, N_BRANCHES)
         self.side_launch = [Launcher(side) for side in self.branches.sides]
         lay = nets.layout
         d, h = lay.obs_dim, lay.hidden
-        rows = 2 * self.max_b + 2 * self.max_m
+        rows = self.max_b + 2 * self.max_m + self.max_next
         grows = self.max_b + self.max_m
         nq = N_ACTIONS * N_ATOMS
         f32 = np.float32
@@ -111,8 +127,8 @@ class Learner:
         self.d_adv, self.d_val, self.td = buf(self.max_m * nq), buf(self.max_m * N_ATOMS), buf(self.max_m)
         self.loss_stride = max(self.max_b, self.max_m)
         self.losses = buf(KL.N_LOSSES * self.loss_stride)
-        self.v_used, self.v_used_next = buf(self.max_b), buf(self.max_b)
-        self.advantage, self.ret = buf(self.max_b), buf(self.max_b)
+        self.v_used, self.v_used_next = buf(self.max_b), buf(self.max_next)
+        self.advantage, self.ret, self.ppo_adv = buf(self.max_b), buf(self.max_b), buf(self.max_b)
         self.d_pi = buf(self.max_b * N_ACTIONS)
         self.entropy, self.kl, self.ratio = buf(self.max_b), buf(self.max_b), buf(self.max_b)
         self.dv, self.dbce, self.daux = buf(self.max_b), buf(self.max_b), buf(self.max_b)
@@ -128,32 +144,42 @@ class Learner:
         self._outputs: dict = {}
 
     # -------------------------------------------------------------- outputs
-    def outputs(self, b: int, m: int) -> LearnerOutputs:
-        """Views of the last update's outputs for batch sizes (b, m) (fields: ``LearnerOutputs``)."""
-        key = (b, m)
+    def outputs(self, b: int, m: int, n_next: int | None = None) -> LearnerOutputs:
+        """Views of the last update's outputs for batch sizes (b, m, n_next = b) (fields: ``LearnerOutputs``)."""
+        n_next = b if n_next is None else n_next
+        key = (b, m, n_next)
         if key not in self._outputs:
             o_tp1 = b + 2 * m
             self._outputs[key] = LearnerOutputs(
                 q_priority=self.losses[:m], td=self.td[:m], a_star=self.a_star[:m],
                 entropy=self.entropy[:b], kl=self.kl[:b], ratio=self.ratio[:b],
                 advantage=self.advantage[:b], ret=self.ret[:b], v_used=self.v_used[:b],
-                v_used_next=self.v_used_next[:b], v_scalar=self.v_out[:b], v_dq=self.v_dq[:b],
-                v_scalar_next=self.v_out[o_tp1:o_tp1 + b], v_dq_next=self.v_dq[o_tp1:o_tp1 + b],
+                v_used_next=self.v_used_next[:n_next], v_scalar=self.v_out[:b], v_dq=self.v_dq[:b],
+                v_scalar_next=self.v_out[o_tp1:o_tp1 + n_next], v_dq_next=self.v_dq[o_tp1:o_tp1 + n_next],
                 pi_logits=self.pi_logits[:b * N_ACTIONS].reshape(b, N_ACTIONS))
         return self._outputs[key]
 
     # --------------------------------------------------------------- update
-    def update(self, env: EnvBatch, rep: ReplayBatch, isv, gate) -> LearnerOutputs:
-        """Launch one whole learning update (see the module docstring); returns ``outputs(B, M)``."""
+    def update(self, env: EnvBatch, rep: ReplayBatch, isv, gate, mode: int = ENV_ONE_STEP,
+               gae: GaeInputs | None = None) -> LearnerOutputs:
+        """Launch one whole learning update (see the module docstring); returns ``outputs(B, M, n_next)``.
+
+        mode: ENV_ONE_STEP, ENV_COLLECT or ENV_GAE; gae (ENV_GAE only, the first K-loop iteration):
+        run ``rl_gae`` on the rollout before the env-row tail (later iterations reuse its advantages)."""
         nets, lay, ln, st = self.nets, self.nets.layout, self.launch, self.stream
         L = lay.layers
         p, tg, gr = nets.params, nets.target, nets.grads
-        b, m = env.action.shape[0], rep.action.shape[0]
-        if not (1 <= b <= self.max_b and 1 <= m <= self.max_m):
-            raise ValueError(f"batch B={b}, M={m} outside this learner's 1..{self.max_b}, 1..{self.max_m}")
+        b, m, n_next = env.action.shape[0], rep.action.shape[0], env.obs_next.shape[0]
+        if not (1 <= b <= self.max_b and 1 <= m <= self.max_m and 1 <= n_next <= min(b, self.max_next)):
+            raise ValueError(f"batch B={b}, M={m}, t+1 rows {n_next} outside this learner's 1..{self.max_b}, "
+                             f"1..{self.max_m}, 1..min(B, {self.max_next})")
+        rollout_rows = b > n_next and b % n_next == 0  # ENV_GAE: T B env rows, B t+1 rows
+        if mode not in (ENV_ONE_STEP, ENV_COLLECT, ENV_GAE) or (mode == ENV_GAE) != rollout_rows or (
+                mode != ENV_GAE and b != n_next) or (gae is not None and mode != ENV_GAE):
+            raise ValueError(f"mode {mode} with B={b}, t+1 rows {n_next}, gae {gae is not None}")
         d, h = lay.obs_dim, lay.hidden
         nq = N_ACTIONS * N_ATOMS
-        rows, grows = 2 * b + 2 * m, b + m
+        rows, grows = b + 2 * m + n_next, b + m
         o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
         i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
@@ -164,7 +190,7 @@ class Learner:
         br, sl = self.branches, self.side_launch
         # 1-2. forward at the current parameters; the target net's forward on its own branch
         KH.rl_stack_obs[eb(rows * d)](gate, _flat(env.obs), _flat(rep.obs), _flat(rep.obs_next),
-                                      _flat(env.obs_next), i32(b), i32(m), i32(d), self.x0)
+                                      _flat(env.obs_next), i32(b), i32(m), i32(n_next), i32(d), self.x0)
         br.fork(NARROW_W)
         sl[NARROW_W].narrow_gather_w(gate, p, offs, self.w_narrow)
         br.fork(TARGET)
@@ -187,11 +213,18 @@ class Learner:
         s = self.loss_stride
         pst = br.fork(ENV_ROWS)
         VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, pst](self.v_out[:b], self.v_dq[:b], i32(b), isv, gate)
+        if gae is not None:  # GAE over the rollout: its last slice's and s_T's values from this forward
+            last = b - n_next
+            rl_gae[1, GAE_BLOCK, pst](
+                gate, gae.reward, gae.done, gae.v_used, self.v_out[last:b], self.v_dq[last:b],
+                self.v_out[o_tp1:o_tp1 + n_next], self.v_dq[o_tp1:o_tp1 + n_next], i32(b // n_next), i32(n_next),
+                np.float32(gae.lam), isv, self.advantage, self.ret, self.ppo_adv)
         rl_env_rows[cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, pst](
-            gate, self.v_out[:b], self.v_dq[:b], self.v_out[o_tp1:o_tp1 + b], self.v_dq[o_tp1:o_tp1 + b],
-            env.reward, env.done, self.pi_logits, env.action, env.logp_old, self.bce_out, env.label_up,
-            self.aux_out, env.label_ret, i32(b), isv, i32(s), self.v_used, self.v_used_next, self.advantage, self.ret,
-            self.d_pi, self.entropy, self.kl, self.ratio, self.dv, self.dbce, self.daux, self.losses)
+            gate, i32(mode), self.v_out[:b], self.v_dq[:b], self.v_out[o_tp1:o_tp1 + n_next],
+            self.v_dq[o_tp1:o_tp1 + n_next], env.reward, env.done, self.pi_logits, env.action, env.logp_old,
+            self.ppo_adv, self.bce_out, env.label_up, self.aux_out, env.label_ret, i32(b), i32(n_next), isv, i32(s),
+            self.v_used, self.v_used_next, self.advantage, self.ret, self.d_pi, self.entropy, self.kl, self.ratio,
+            self.dv, self.dbce, self.daux, self.losses)
 
         # 4. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
         argmax_expected_q[(*argmax_expected_q_grid(m), st)](
@@ -225,7 +258,8 @@ class Learner:
         dh_g = hv(self.dh, 0, grows)
         est = br.fork(ENC_DW)
         sl[ENC_DW].backward_dw(gate, h1_g, dh_g, grows, L["enc.l2"], gr, self.partial_e2)
-        KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK, est](gate, self.losses, i32(s), i32(m), i32(b), isv)
+        n_pv = 0 if mode == ENV_COLLECT else b
+        KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK, est](gate, self.losses, i32(s), i32(m), i32(b), i32(n_pv), isv)
         ln.backward_dx(gate, dh_g, grows, L["enc.l2"], p, hv(self.dh1, 0, grows), accumulate=False, y_tanh=h1_g)
         ln.backward_dw(gate, self.x0[:grows * d], hv(self.dh1, 0, grows), grows, L["enc.l1"], gr, self.partial)
         br.join(NARROW_DW)
@@ -233,10 +267,11 @@ class Learner:
         br.join(ENC_DW)
 
         # 7. (h) grad norms + non-finite guard, Adam on every module
-        KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state)
+        mask = PPO_V_MASK if mode == ENV_COLLECT else KA.MASK_ALL
+        KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state, i32(mask))
         KA.rl_adam[eb(lay.n_params)](gate, p, gr, nets.adam_m, nets.adam_v, i32(lay.n_params), nets.table, isv,
                                      nets.adam_state)
-        return self.outputs(b, m)
+        return self.outputs(b, m, n_next)
 
     def act_forward(self, obs, gate):
         """pi logits [b, N_ACTIONS] of the online net at obs [b, obs_dim] (b <= max_b), for acting.

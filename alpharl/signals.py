@@ -25,7 +25,7 @@ class SignalMoment(NamedTuple):
 
 #: Step 14's batch statistics, one block each of ``rl_batch_moments_multi`` (one launch for all).
 SIGNAL_MOMENTS = (
-    SignalMoment("entropy", False, MomentSlots(mean=S.RL_OBS_ENTROPY)),
+    SignalMoment("entropy", False, MomentSlots(count=S.RL_OBS_PPO_SAMPLES, mean=S.RL_OBS_ENTROPY)),
     SignalMoment("kl", False, MomentSlots(mean=S.RL_OBS_KL)),
     SignalMoment("ratio", False, MomentSlots(max=S.RL_OBS_RATIO_MAX)),
     SignalMoment("advantage", False, MomentSlots(var=S.RL_OBS_ADV_VAR)),
@@ -37,17 +37,30 @@ SIGNAL_MOMENTS = (
 )
 
 
-def signal_moments_table(b: int, m: int) -> np.ndarray:
-    """int32 [len(SIGNAL_MOMENTS), MOM_COLS]: n and slots of step 14's statistics (built once per trainer)."""
-    return moments_table([(m if r.minibatch else b, r.slots) for r in SIGNAL_MOMENTS])
+#: The SIGNAL_MOMENTS inputs that are per-sample outputs of the PPO/V update (entropy's count is its sample
+#: count, RL_OBS_PPO_SAMPLES); the simulator's inputs (B rows each).
+PPO_SIGNALS = ("entropy", "kl", "ratio", "advantage", "ret")
+SIM_SIGNALS = ("done", "trade_pnl")
+assert {r.x for r in SIGNAL_MOMENTS} >= set(PPO_SIGNALS) | set(SIM_SIGNALS)
+
+
+def signal_moments_table(b: int, m: int, n_ppo: int | None = None) -> np.ndarray:
+    """int32 [len(SIGNAL_MOMENTS), MOM_COLS]: n and slots of step 14's statistics (built once per trainer and
+    phase). n_ppo: the PPO/V update's samples (b; a rollout's T b on its update step, 0 on its collect steps:
+    then those rows only write RL_OBS_PPO_SAMPLES = 0, their other slots and the EMAs gated on it hold)."""
+    n_ppo = b if n_ppo is None else n_ppo
+    return moments_table([(m if r.minibatch else n_ppo if r.x in PPO_SIGNALS else b, r.slots)
+                          for r in SIGNAL_MOMENTS])
 
 
 def signal_inputs(out: LearnerOutputs, sim, ones) -> tuple[list, list]:
     """(inputs, weights) of the SIGNAL_MOMENTS rows: the learner's outputs, the simulator's done and
-    closed-trade PnL; weights the closed-trade flag or ``ones`` (float32 [>= max(B, M)])."""
+    closed-trade PnL; weights the closed-trade flag or ``ones`` (float32 [>= every row's n]). An output the
+    update did not produce (None: the numpy backend's collect step, whose table reads 0 of it) is ``ones[:0]``."""
     env = {"done": sim.done, "trade_pnl": sim.trade_pnl}
     trade_done = sim.output(OUT_TRADE_DONE)
     xs = [env[r.x] if r.x in env else getattr(out, r.x) for r in SIGNAL_MOMENTS]
+    xs = [ones[:0] if x is None else x for x in xs]
     return xs, [trade_done if r.by_trade_done else ones for r in SIGNAL_MOMENTS]
 
 

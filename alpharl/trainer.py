@@ -25,6 +25,23 @@ only where s_t, r_t and done_t come from differs with ``config.features``
  15. controllers (LR, clip, ratio bound, entropy coef, tau, PER, K);
  16. target soft update; device step counter + 1.
 
+``--rollout T`` > 1 (``alpharl.rollout``): PPO and V learn on T-step rollouts with
+GAE(lambda). Each step has a phase the host knows from its own step counter (no
+device read): on a collect step (step mod T < T - 1) the K-loop's updates train
+Q, BCE, AUX and the encoder only (PPO/V gradients zero, pi and V not stepped) and
+the first iteration's V_used(s_t) goes with the step's transitions into the
+rollout's slice (``rl_rollout_store``, +1 launch); on the update step
+(step mod T = T - 1) the step's transitions are stored first, and the K-loop's
+env rows are the rollout's T B transitions: the first iteration runs ``rl_gae``
+(+1 launch) after the V blend, every iteration then PPO, V, BCE and AUX on all
+T B rows (K epochs over the rollout) beside Q on its replay minibatch. The PPO
+signals (entropy, KL, ratio, advantage and return variance, pi and V grad norms)
+are written only on update steps; their EMAs fold only then (gated on
+RL_OBS_PPO_SAMPLES).
+On the GPU each phase is its own captured graph (collect, update), replayed in the
+host's schedule: a device-side gate would keep both phases' launches in one graph,
+every step paying for the idle half (~1-2 µs a launch, some 40 launches x K_MAX).
+
 Independent work runs on side branches (see ``alpharl.backends.device``): the copy
 of s_t next to acting, the run totals of closed trades next to the K-loop, each
 PER priority update next to what follows it (joined before the next sample), and
@@ -41,7 +58,9 @@ import numpy as np
 
 from alpharl.backends.factory import make_backend, resolve_backend
 from alpharl.config import TrainConfig
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE
 from alpharl.graph import CapturedGraph
+from alpharl.rollout import phase_of
 from alpharl.sizes import HIDDEN
 
 
@@ -59,11 +78,16 @@ class IntegratedTrainer:
         self.steps_done = 0
         self.ops = make_backend(self.backend, config, market, self.M, hidden)
         self.obs_dim = self.ops.obs_dim
-        self._graph = None
+        self._graphs: dict[int, CapturedGraph] = {}  # per phase
+        self._ran_eagerly: set[int] = set()  # phases whose kernels ran (compiled) in this process
         self.ops.reset()
 
     # ------------------------------------------------------------ the step
-    def _step_body(self) -> None:
+    def phase(self, step: int | None = None) -> int:
+        """The phase of step ``step`` (default: the next): ENV_ONE_STEP, ENV_COLLECT or ENV_GAE (alpharl.rollout)."""
+        return phase_of(self.steps_done if step is None else step, self.config.rollout)
+
+    def _step_body(self, phase: int) -> None:
         o = self.ops
         # 1-4 observe (s_t kept on a side branch, joined before the simulator overwrites it), act
         o.keep_obs()
@@ -75,6 +99,10 @@ class IntegratedTrainer:
         o.scale_reward(self.config.reward_scale)
         env = o.env_batch()
         o.insert(env)
+        learn_env = env
+        if phase == ENV_GAE:  # the last slice, then the whole rollout is the update's env rows
+            o.store_rollout(env, phase)
+            learn_env = o.rollout_batch()
         # 7-13 the K-loop. K >= 1 always (rl_k_gate clamps it), so iteration 0 runs on the open gate.
         for k in range(self.config.k_max):
             gate = o.open_gate
@@ -85,10 +113,12 @@ class IntegratedTrainer:
                     break  # simulator and numpy only: gated-off operations would write nothing anyway
                 gate = o.gate
             mb = o.sample(gate)
-            out = o.learn(env, mb, gate)
+            out = o.learn(learn_env, mb, gate, phase, gae=phase == ENV_GAE and k == 0)
+            if phase == ENV_COLLECT and k == 0:  # with V_used(s_t) at the parameters that acted
+                o.store_rollout(env, phase)
             o.update_priorities(out, gate)  # a side branch, joined before the next sample
         # 14 signals (from the last iteration that ran): the SIGNAL_MOMENTS rows in one launch
-        o.moments(out)
+        o.moments(out, phase)
         # 14-15 signal EMAs, controllers and the step counter (one launch), 16 target soft update
         o.step_controllers()
         o.soft_update()
@@ -96,16 +126,23 @@ class IntegratedTrainer:
         o.join_accumulate()
 
     def step(self) -> None:
-        """One training step (graph replay on the cuda backend after the first, eager step)."""
+        """One training step (on the cuda backend a graph replay of its phase's graph, captured at the phase's
+        second step in this process: the first runs eagerly, so capture records launches only)."""
+        phase = self.phase()
         if self.backend == "cuda" and self.config.graph:
-            if self._graph is None and self.steps_done >= 1:
-                self._graph = CapturedGraph(self.ops.stream, self._step_body)
-            if self._graph is not None:
-                self._graph.replay()
+            if phase not in self._graphs and phase in self._ran_eagerly:
+                self._graphs[phase] = CapturedGraph(self.ops.stream, lambda: self._step_body(phase))
+            if phase in self._graphs:
+                self._graphs[phase].replay()
                 self.steps_done += 1
                 return
-        self._step_body()
+        self._step_body(phase)
+        self._ran_eagerly.add(phase)
         self.steps_done += 1
+
+    def captured(self, phase: int):
+        """The phase's captured graph (alpharl.graph.CapturedGraph), or None before its capture."""
+        return self._graphs.get(phase)
 
     def run(self, n: int) -> None:
         for _ in range(n):
@@ -129,4 +166,4 @@ class IntegratedTrainer:
     def load_state_dict(self, d: dict) -> None:
         self.ops.load_state_dict(d)
         self.steps_done = int(d["trainer.steps_done"])
-        self._graph = None
+        self._graphs = {}

@@ -37,6 +37,8 @@ def train(
     graph: Annotated[bool | None, typer.Option("--graph/--no-graph", help="Capture the step as a CUDA graph (cuda backend). (default: graph)", show_default=False)] = None,
     backend: Annotated[str | None, typer.Option("--backend", help=f"{' | '.join(BACKENDS)}: auto = cuda with a GPU, else numpy. (default: {_D.backend})", show_default=False)] = None,
     features: Annotated[bool | None, typer.Option("--features/--market", help="step_synthetic: a synthetic feature/reward process with a known best action instead of the order book. (default: market)", show_default=False)] = None,
+    rollout: Annotated[int | None, typer.Option("--rollout", help=f"T: PPO and V learn every T-th step on the last T x B transitions with GAE(lambda); 1 = every step, one-step TD. (default: {_D.rollout})", show_default=False)] = None,
+    gae_lambda: Annotated[float | None, typer.Option("--gae-lambda", help=f"lambda of GAE(lambda) with --rollout > 1. (default: {_D.gae_lambda})", show_default=False)] = None,
     k_max: Annotated[int | None, typer.Option("--k-max", help=f"Ceiling of learning iterations per env step (the K controller picks K up to it). (default: {_D.k_max})", show_default=False)] = None,
     minibatch: Annotated[int | None, typer.Option("--minibatch", help=f"Q minibatch drawn from the replay per learning iteration. (default: {_D.minibatch})", show_default=False)] = None,
     replay_capacity: Annotated[int | None, typer.Option("--replay-capacity", help=f"Transitions held by the prioritized replay. (default: {_D.replay_capacity})", show_default=False)] = None,
@@ -52,6 +54,7 @@ def train(
             overrides=dict(steps=steps, b=b, data=_data(data), train_window=train_window, holdout_files=holdout_files,
                            synthetic=synthetic, seed=seed,
                            run_dir=None if run_dir is None else str(run_dir), diag_every=diag_every,
+                           rollout=rollout, gae_lambda=gae_lambda,
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale,
                            **{"sim.obs_levels": obs_levels}))

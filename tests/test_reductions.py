@@ -9,7 +9,7 @@ from alpharl.cuda_kernels.reductions import (MOM_COLS, MOM_COUNT, MOM_N, MOMENTS
                                              MomentSlots, moments_table, pad_moments_inputs, rl_batch_moments,
                                              rl_batch_moments_multi, rl_l2_norm)
 from alpharl.reference import reductions as R
-from alpharl.signals import SIGNAL_MOMENTS, signal_moments_table
+from alpharl.signals import PPO_SIGNALS, SIGNAL_MOMENTS, signal_moments_table
 from support import assert_all_written, nonzero_uniform, poisoned
 
 
@@ -171,5 +171,12 @@ def test_trainer_signal_table():
     assert len(slots) == len(set(slots))
     assert set(slots) == {S.RL_OBS_ENTROPY, S.RL_OBS_KL, S.RL_OBS_RATIO_MAX, S.RL_OBS_ADV_VAR,
                           S.RL_OBS_RETURN_VAR, S.RL_OBS_TD_KURTOSIS, S.RL_OBS_DONE_RATE, S.RL_OBS_TRADES,
-                          S.RL_OBS_REWARD_PER_TRADE, S.RL_OBS_LOSS_RATE}
+                          S.RL_OBS_REWARD_PER_TRADE, S.RL_OBS_LOSS_RATE, S.RL_OBS_PPO_SAMPLES}
     np.testing.assert_array_equal(t[:, MOM_N], [64 if r.minibatch else 16 for r in SIGNAL_MOMENTS])
+    # --rollout T: the PPO/V rows over T B samples on the update step, none on a collect step
+    for n_ppo in (0, 16 * 8):
+        tp = signal_moments_table(b=16, m=64, n_ppo=n_ppo)
+        np.testing.assert_array_equal(tp[:, MOM_N], [64 if r.minibatch else n_ppo if r.x in PPO_SIGNALS else 16
+                                                     for r in SIGNAL_MOMENTS])
+        np.testing.assert_array_equal(tp[:, MOM_COUNT:], t[:, MOM_COUNT:])
+    assert {r.x for r in SIGNAL_MOMENTS if r.slots.count == S.RL_OBS_PPO_SAMPLES} == {"entropy"}

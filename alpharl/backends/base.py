@@ -18,9 +18,12 @@ import numpy as np
 
 from alpharl import signals
 from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
+from alpharl.cuda_kernels.nets.advantage import ENV_ONE_STEP
 
-#: Parts of the checkpoint saved by their own ``state_dict``, each under "<part>.".
+#: Parts of the checkpoint saved by their own ``state_dict``, each under "<part>." (and "rollout." with
+#: --rollout T > 1: ``ROLLOUT_PART``).
 STATE_PARTS = ("nets", "sim", "replay")
+ROLLOUT_PART = "rollout"
 #: The backend's own arrays in the checkpoint, one key each.
 STATE_ARRAYS = ("isv", "prng", "step_count", "acc")
 #: ... and with several files, the run totals of each file's backtests (float64 [S, N_ACC]).
@@ -38,6 +41,7 @@ class Backend(Protocol):
     sim: Any  #: the env: obs, reward, done, trade_pnl, label_up, label_ret, output(k), field(name)
     nets: Any  #: the networks' state (state_dict / load_state_dict)
     replay: Any  #: the prioritized replay (insert, sample, update_priorities, state_dict)
+    rollout: Any  #: the rollout buffer (alpharl.rollout.Rollout) with --rollout T > 1, else None
     isv: Any  #: float32 [ISV_LEN]
     prng: Any  #: uint32 [B]: the action sampler's states
     step_count: Any  #: int64 [1]: the device step counter
@@ -74,6 +78,13 @@ class Backend(Protocol):
     def insert(self, env: EnvBatch) -> None:
         """6: the env batch's transitions into the replay."""
 
+    def store_rollout(self, env: EnvBatch, phase: int) -> None:
+        """T > 1: the env batch into the rollout's slice step mod T (with V_used(s_t) of the last update when
+        phase is ENV_COLLECT; on the ENV_GAE step rl_gae writes it)."""
+
+    def rollout_batch(self) -> EnvBatch:
+        """The rollout's T B transitions with obs_next = s_T (the learner's env rows on the ENV_GAE step)."""
+
     def k_gate(self, k: int) -> None:
         """``gate`` = 1 if K-loop iteration k runs (k < K from the ISV)."""
 
@@ -82,16 +93,18 @@ class Backend(Protocol):
 
     def sample(self, gate) -> ReplayBatch: ...
 
-    def learn(self, env: EnvBatch, mb: ReplayBatch, gate) -> LearnerOutputs:
-        """7-12: one whole learning update, predicated on gate."""
+    def learn(self, env: EnvBatch, mb: ReplayBatch, gate, phase: int = ENV_ONE_STEP, gae: bool = False
+              ) -> LearnerOutputs:
+        """7-12: one whole learning update in the step's phase, predicated on gate; gae (the ENV_GAE step's first
+        iteration): GAE(lambda) over the rollout first."""
 
     def update_priorities(self, out: LearnerOutputs, gate) -> None:
         """13: the sampled rows' new priorities (a side branch, joined by ``join_priorities``)."""
 
     def join_priorities(self) -> None: ...
 
-    def moments(self, out: LearnerOutputs) -> None:
-        """14: the SIGNAL_MOMENTS statistics into the ISV's obs slots."""
+    def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
+        """14: the SIGNAL_MOMENTS statistics into the ISV's obs slots (the PPO/V rows over the phase's samples)."""
 
     def step_controllers(self) -> None:
         """14-15: signal EMAs, controllers, step counter + 1."""
@@ -136,6 +149,12 @@ class SharedOps:
     def sample(self, gate) -> ReplayBatch:
         return self.replay.sample(self.isv, self.M, gate)
 
+    def rollout_batch(self) -> EnvBatch:
+        return self.rollout.env_batch(self.sim.obs)
+
+    def _state_parts(self) -> tuple[str, ...]:
+        return STATE_PARTS + ((ROLLOUT_PART,) if self.rollout is not None else ())
+
     def metrics(self) -> dict[str, float]:
         """Trainer metrics for diagnostics (one sync): reward, PnL and trade statistics."""
         return signals.metrics(self.to_host(self.acc), np.array(self.sim.field("equity")))
@@ -155,13 +174,13 @@ class SharedOps:
         (and STREAM_STATE_ARRAYS with several files)."""
         self.sync()
         d = {}
-        for part in STATE_PARTS:
+        for part in self._state_parts():
             d |= {f"{part}.{k}": np.asarray(v) for k, v in getattr(self, part).state_dict().items()}
         return d | {name: self.to_host(getattr(self, name)) for name in self._state_arrays()}
 
     def load_state_dict(self, d: dict) -> None:
         self.sync()
-        for part in STATE_PARTS:
+        for part in self._state_parts():
             getattr(self, part).load_state_dict(_sub(d, part + "."))
         for name in self._state_arrays():
             self.copy_in(getattr(self, name), d[name])

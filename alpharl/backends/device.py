@@ -17,6 +17,8 @@ from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.config import TrainConfig
 from alpharl.controllers import Controllers
 from alpharl.cuda_kernels.controllers.k_loop import rl_k_gate
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
+from alpharl.cuda_kernels.nets.rollout import ROLLOUT_BLOCK, rl_rollout_store, store_grid
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, pad_moments_inputs, rl_batch_moments_multi
 from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_pi_action_kernel
 from alpharl.cuda_kernels.step_ops import N_ACC, STEP_OPS_BLOCK, rl_accumulate_trades, rl_scale
@@ -25,6 +27,7 @@ from alpharl.learner import Learner
 from alpharl.nets import Nets
 from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.replay import PrioritizedReplay
+from alpharl.rollout import Rollout
 from alpharl.signals import signal_inputs, signal_moments_table
 from alpharl.sim.features import FeatureEnv
 from alpharl.sim.layout import OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL
@@ -50,7 +53,11 @@ class DeviceBackend(SharedOps):
             self.sim = make_lobsim(market, config.sim, B, config.seed, stream=st)
         self.obs_dim = self.sim.obs_dim
         self.nets = Nets(self.obs_dim, seed=config.seed, hidden=hidden)
-        self.learner = Learner(self.nets, B, m, stream=st)
+        T = self.t_len = config.rollout
+        self.lam = config.gae_lambda
+        # The update step's env rows are the rollout's T B; the t+1 rows are always B.
+        self.learner = Learner(self.nets, T * B, m, stream=st, max_next=B)
+        self.rollout = Rollout(T, B, self.obs_dim, device=True, stream=st) if T > 1 else None
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, config.seed, stream=st)
         self.controllers = Controllers(st)
         self.isv = S.alloc_isv(st)
@@ -60,8 +67,10 @@ class DeviceBackend(SharedOps):
         self.logp = cuda.device_array(B, f32, stream=st)
         self.reward = cuda.device_array(B, f32, stream=st)
         self.prng = cuda.to_device(seed_states(config.seed, B, STREAM_ACTIONS), stream=st)
-        self.ones = cuda.to_device(np.ones(max(B, m), f32), stream=st)
-        self.moments_table = cuda.to_device(signal_moments_table(B, m), stream=st)  # before any graph capture
+        self.ones = cuda.to_device(np.ones(max(T * B, m), f32), stream=st)
+        # One table per phase, before any graph capture: the PPO/V rows over B, T B or no samples.
+        self.moments_tables = {phase: cuda.to_device(signal_moments_table(B, m, n_ppo), stream=st)
+                               for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
         self.gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.open_gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.step_count = cuda.to_device(np.zeros(1, np.int64), stream=st)
@@ -112,14 +121,22 @@ class DeviceBackend(SharedOps):
         rl_scale[cdiv(self.B, STEP_OPS_BLOCK), STEP_OPS_BLOCK, self.stream](
             self.sim.reward, np.int32(self.B), np.float32(scale), self.reward)
 
+    def store_rollout(self, env: EnvBatch, phase: int) -> None:
+        rl_rollout_store[store_grid(self.B, self.obs_dim), ROLLOUT_BLOCK, self.stream](
+            self.step_count, np.int32(self.t_len), np.int32(self.B), np.int32(self.obs_dim),
+            np.int32(phase == ENV_COLLECT), env.obs.reshape(env.obs.size), env.action, env.logp_old, env.reward,
+            env.done, env.label_up, env.label_ret, self.learner.v_used, *self.rollout.flat())
+
     def k_gate(self, k: int) -> None:
         rl_k_gate[1, 1, self.stream](self.isv, np.int32(k), self.gate)
 
     def gate_is_open(self) -> bool:
         return bool(self.to_host(self.gate)[0])
 
-    def learn(self, env: EnvBatch, mb: ReplayBatch, gate) -> LearnerOutputs:
-        return self.learner.update(env, mb, self.isv, gate)
+    def learn(self, env: EnvBatch, mb: ReplayBatch, gate, phase: int = ENV_ONE_STEP, gae: bool = False
+              ) -> LearnerOutputs:
+        return self.learner.update(env, mb, self.isv, gate, mode=phase,
+                                   gae=self.rollout.gae_inputs(self.lam) if gae else None)
 
     def update_priorities(self, out: LearnerOutputs, gate) -> None:
         self.replay.update_priorities(out.q_priority, self.M, gate, stream=self.branches.fork(BRANCH_PRIORITIES))
@@ -130,11 +147,11 @@ class DeviceBackend(SharedOps):
             self.branches.join(BRANCH_PRIORITIES)
             self._priorities_pending = False
 
-    def moments(self, out: LearnerOutputs) -> None:
-        """Step 14's statistics (rows of self.moments_table): one launch, one block per row."""
+    def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
+        """Step 14's statistics (rows of the phase's moments table): one launch, one block per row."""
         xs, ws = signal_inputs(out, self.sim, self.ones)
         rl_batch_moments_multi[len(xs), REDUCE_BLOCK, self.stream](
-            pad_moments_inputs(xs), pad_moments_inputs(ws), self.moments_table, self.isv)
+            pad_moments_inputs(xs), pad_moments_inputs(ws), self.moments_tables[phase], self.isv)
 
     def step_controllers(self) -> None:
         self.controllers.launch_step(self.isv, self.step_count)

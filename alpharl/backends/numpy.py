@@ -13,6 +13,7 @@ from alpharl.batches import STEP_OUTPUTS, EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.config import TrainConfig
 from alpharl.controllers import reference_controllers, reference_signal_emas
 from alpharl.cuda_kernels.nets.adam import STATE_COLS
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
 from alpharl.cuda_kernels.step_ops import N_ACC
 from alpharl.nets import MODULES, NetLayout
 from alpharl.prng import STREAM_ACTIONS, seed_states
@@ -21,8 +22,10 @@ from alpharl.reference.controllers import rl_k_gate
 from alpharl.reference.lobsim.streams import make_reference_lobsim
 from alpharl.reference.reductions import rl_batch_moments_multi
 from alpharl.reference.replay import PrioritizedReplayReference
+from alpharl.reference.rollout import rl_rollout_store
 from alpharl.reference.sampling import rl_pi_action_kernel
 from alpharl.reference.step_ops import rl_accumulate_trades, rl_scale
+from alpharl.rollout import Rollout
 from alpharl.signals import signal_inputs, signal_moments_table
 from alpharl.sim.features import ReferenceFeatureEnv
 from alpharl.sim.layout import OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL
@@ -61,14 +64,21 @@ class NumpyBackend(SharedOps):
         self.layout = NetLayout(self.obs_dim, hidden)
         self.nets = HostNets(self.layout, config.seed)
         self.replay = PrioritizedReplayReference(config.capacity, self.obs_dim, m, config.seed)
+        T = self.t_len = config.rollout
+        self.lam = config.gae_lambda
+        self.rollout = Rollout(T, B, self.obs_dim, device=False) if T > 1 else None
+        # rl_gae's outputs, reused by the update step's later K-loop iterations (the device learner's buffers)
+        self.gae_buffers = {k: np.zeros(T * B, np.float32) for k in ("advantage", "ret", "ppo_adv")}
+        self.v_used = np.zeros(B, np.float32)  # V_used(s_t) of the last update (what the rollout store reads)
         self.isv = S.bootstrap_vector()
         self.obs_t = np.zeros((B, self.obs_dim), np.float32)
         self.actions = np.zeros(B, np.int32)
         self.logp = np.zeros(B, np.float32)
         self.reward = np.zeros(B, np.float32)
         self.prng = seed_states(config.seed, B, STREAM_ACTIONS)
-        self.ones = np.ones(max(B, m), np.float32)
-        self.moments_table = signal_moments_table(B, m)
+        self.ones = np.ones(max(T * B, m), np.float32)
+        self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
+                               for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
         self.gate = np.ones(1, np.int32)
         self.open_gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)
@@ -108,17 +118,27 @@ class NumpyBackend(SharedOps):
     def scale_reward(self, scale: float) -> None:
         rl_scale(self.sim.reward, self.B, scale, self.reward)
 
+    def store_rollout(self, env: EnvBatch, phase: int) -> None:
+        rl_rollout_store(self.step_count, self.t_len, self.B, self.obs_dim, phase == ENV_COLLECT, env.obs,
+                         env.action, env.logp_old, env.reward, env.done, env.label_up, env.label_ret, self.v_used,
+                         *self.rollout.flat())
+
     def k_gate(self, k: int) -> None:
         rl_k_gate(self.isv, k, self.gate)
 
     def gate_is_open(self) -> bool:
         return bool(self.gate[0])
 
-    def learn(self, env: EnvBatch, mb: ReplayBatch, gate) -> LearnerOutputs:
-        r = RL.update(self.nets.state, self.isv, env, mb, self.layout, dtype=np.float32)
+    def learn(self, env: EnvBatch, mb: ReplayBatch, gate, phase: int = ENV_ONE_STEP, gae: bool = False
+              ) -> LearnerOutputs:
+        r = RL.update(self.nets.state, self.isv, env, mb, self.layout, dtype=np.float32, mode=phase,
+                      gae=self.rollout.gae_inputs(self.lam) if gae else None,
+                      gae_buffers=self.gae_buffers if phase == ENV_GAE else None)
         self.nets.state = {k: np.asarray(v, np.float32) if k != "adam_state" else v for k, v in r.state.items()}
         self.isv[:] = r.isv
-        return r.out._replace(**{k: np.asarray(getattr(r.out, k), np.float32) for k in STEP_OUTPUTS})
+        self.v_used = np.asarray(r.out.v_used, np.float32)
+        return r.out._replace(**{k: np.asarray(getattr(r.out, k), np.float32) for k in STEP_OUTPUTS
+                                 if getattr(r.out, k) is not None})
 
     def update_priorities(self, out: LearnerOutputs, gate) -> None:
         self.replay.update_priorities(out.q_priority, self.M, gate)
@@ -126,8 +146,8 @@ class NumpyBackend(SharedOps):
     def join_priorities(self) -> None:
         pass
 
-    def moments(self, out: LearnerOutputs) -> None:
-        rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_table, self.isv)
+    def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
+        rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_tables[phase], self.isv)
 
     def step_controllers(self) -> None:
         reference_signal_emas(self.isv)

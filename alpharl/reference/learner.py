@@ -7,6 +7,12 @@ targets held fixed; tests differentiate it numerically.
 The stacked encoder rows are [s_t (B) | s (M) | s' (M) | s_{t+1} (B)]; every
 head's loss is a mean over its own batch and the encoder's gradient is the sum
 of the heads' gradients (Q's from the replay rows s, the others' from s_t).
+
+Modes as the device learner's (``mode``; alpharl.learner): ENV_COLLECT leaves PPO
+and V out (zero head gradients, pi and V not stepped, their loss slots held);
+ENV_GAE takes the rollout's T B env rows and B t+1 rows, and the advantages from
+``gae_buffers`` (advantage, ret, ppo_adv: host arrays [T B]), which ``rl_gae`` fills
+first when ``gae`` (alpharl.batches.GaeInputs on host arrays) is given.
 """
 from __future__ import annotations
 
@@ -18,10 +24,12 @@ from alpharl import isv as S
 from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import losses as KL
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
 from alpharl.nets import MODULES, NetLayout
 from alpharl.reference import controllers as RC
 from alpharl.reference import narrow as N
 from alpharl.reference import nets as R
+from alpharl.reference.rollout import rl_gae
 
 _w = N.layer_wb
 
@@ -51,13 +59,13 @@ def pi_logits(p, layout: NetLayout, obs) -> np.ndarray:
 def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64) -> dict:
     """Every activation of the update at parameters p (online) and target (encoder + Q)."""
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
-    b, m = len(env.action), len(rep.action)
+    b, m, n_next = len(env.action), len(rep.action), len(env.obs_next)
     x0 = np.concatenate([cast(env.obs), cast(rep.obs), cast(rep.obs_next), cast(env.obs_next)])
     h1, h = encode(p, layout, x0)
     _, th = encode(target, layout, cast(rep.obs_next))
     o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
     return {
-        "b": b, "m": m, "x0": x0, "h1": h1, "h": h,
+        "b": b, "m": m, "n_next": n_next, "x0": x0, "h1": h1, "h": h,
         "q_adv": R.linear(h[o_s:o_tp1], *_w(p, layout, "q.adv")),
         "t_adv": R.linear(th, *_w(target, layout, "q.adv")),
         **N.forward(h, th, p, target, layout, b),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
@@ -65,9 +73,11 @@ def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype
     }
 
 
-def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64) -> dict:
-    """The stop-gradient quantities: a*, projected C51 target, V blend (updates isv), advantage, return."""
-    b, m = fw["b"], fw["m"]
+def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64, mode: int = ENV_ONE_STEP,
+            gae=None, gae_buffers: dict | None = None) -> dict:
+    """The stop-gradient quantities: a*, projected C51 target, V blend (updates isv), advantage, return and the
+    PPO advantage (ENV_COLLECT: none of the last three; ENV_GAE: from gae_buffers, filled by rl_gae if gae)."""
+    b, m, n_next = fw["b"], fw["m"], fw["n_next"]
     gamma = dtype(isv[S.RL_GAMMA])
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     a_star = R.argmax_expected_q(fw["q_adv"][m:], fw["q_val"][fw["o_sp"]:fw["o_tp1"]])
@@ -75,24 +85,39 @@ def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64) ->
     v_scalar, v_dq = fw["v_out"], fw["v_dq"]
     RC.rl_v_blend_alpha_controller(v_scalar[:b], v_dq[:b], b, isv)
     v_used = np.zeros(b, np.float32)
-    v_used_next = np.zeros(b, np.float32)
+    v_used_next = np.zeros(n_next, np.float32)
     RC.rl_v_blend(v_scalar[:b], v_dq[:b], b, isv, v_used)
-    RC.rl_v_blend(v_scalar[fw["o_tp1"]:], v_dq[fw["o_tp1"]:], b, isv, v_used_next)
-    adv, ret = R.advantage_return(cast(env.reward), cast(env.done), cast(v_used), cast(v_used_next), gamma)
-    return {"a_star": a_star, "m": m_tgt, "e_target": e_target, "v_used": v_used, "v_used_next": v_used_next,
-            "advantage": adv, "ret": ret}
+    RC.rl_v_blend(v_scalar[fw["o_tp1"]:], v_dq[fw["o_tp1"]:], n_next, isv, v_used_next)
+    fixed = {"a_star": a_star, "m": m_tgt, "e_target": e_target, "v_used": v_used, "v_used_next": v_used_next,
+             "advantage": None, "ret": None, "ppo_adv": None}
+    if mode == ENV_ONE_STEP:
+        adv, ret = R.advantage_return(cast(env.reward), cast(env.done), cast(v_used), cast(v_used_next), gamma)
+        fixed |= {"advantage": adv, "ret": ret, "ppo_adv": adv}
+    elif mode == ENV_GAE:
+        g = gae_buffers
+        if gae is not None:
+            last, o_tp1 = b - n_next, fw["o_tp1"]
+            rl_gae(gae.reward, gae.done, gae.v_used, v_scalar[last:b], v_dq[last:b], v_scalar[o_tp1:],
+                   v_dq[o_tp1:], b // n_next, n_next, gae.lam, isv, g["advantage"], g["ret"], g["ppo_adv"], dtype)
+        fixed |= {k: cast(g[k][:b]) for k in ("advantage", "ret", "ppo_adv")}
+    return fixed
 
 
 def head_losses(fw: dict, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv, dtype=np.float64) -> dict:
-    """Per-sample losses and d(loss)/d(head output) of all five heads at fixed targets."""
+    """Per-sample losses and d(loss)/d(head output) of all five heads at fixed targets (no PPO/V losses and
+    zero gradients of theirs where ``fixed`` has no PPO advantage: a collect step)."""
     b, m = fw["b"], fw["m"]
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     ce, lq, d_adv, d_val, e_online = R.c51_loss(fw["q_adv"][:m], fw["q_val"][fw["o_s"]:fw["o_sp"]],
                                                  np.asarray(rep.action), fixed["m"], cast(rep.is_weight))
-    pl, d_pi, ent, kl, ratio = R.ppo_loss(fw["pi_logits"], np.asarray(env.action), cast(env.logp_old),
-                                          fixed["advantage"], dtype(isv[S.RL_PPO_CLIP_EPS]),
-                                          dtype(isv[S.RL_PPO_RATIO_CLAMP]), dtype(isv[S.RL_ENTROPY_COEF]))
-    vl, dv = R.scalar_loss(KL.LOSS_HUBER, fw["v_out"][:b], fixed["ret"])
+    if fixed["ppo_adv"] is None:
+        pl = d_pi = ent = kl = ratio = vl = None
+        d_pi, dv = np.zeros((b, fw["pi_logits"].shape[1]), fw["pi_logits"].dtype), np.zeros(b, fw["v_out"].dtype)
+    else:
+        pl, d_pi, ent, kl, ratio = R.ppo_loss(fw["pi_logits"], np.asarray(env.action), cast(env.logp_old),
+                                              fixed["ppo_adv"], dtype(isv[S.RL_PPO_CLIP_EPS]),
+                                              dtype(isv[S.RL_PPO_RATIO_CLAMP]), dtype(isv[S.RL_ENTROPY_COEF]))
+        vl, dv = R.scalar_loss(KL.LOSS_HUBER, fw["v_out"][:b], fixed["ret"])
     bl, dbce = R.scalar_loss(KL.LOSS_BCE, fw["bce_out"], cast(env.label_up))
     al, daux = R.scalar_loss(KL.LOSS_MSE, fw["aux_out"], cast(env.label_ret))
     return {"q_ce": ce, "q_loss_weighted": lq, "d_adv": d_adv, "d_val": d_val, "e_online": e_online,
@@ -102,10 +127,12 @@ def head_losses(fw: dict, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv, dty
 
 def total_loss(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv,
                dtype=np.float64) -> float:
-    """L = L_q (IS-weighted) + L_pi + L_v + L_bce + L_aux at parameters p, targets held fixed."""
+    """L = L_q (IS-weighted) + L_pi + L_v + L_bce + L_aux at parameters p, targets held fixed (no L_pi, L_v on
+    a collect step)."""
     fw = forward(p, target, layout, env, rep, dtype)
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
-    return float(hl["q_loss_weighted"] + hl["pi"].mean() + hl["v"].mean() + hl["bce"].mean() + hl["aux"].mean())
+    ppo_v = 0.0 if hl["pi"] is None else hl["pi"].mean() + hl["v"].mean()
+    return float(hl["q_loss_weighted"] + ppo_v + hl["bce"].mean() + hl["aux"].mean())
 
 
 def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
@@ -134,21 +161,26 @@ def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
     return g
 
 
-def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout, dtype=np.float64) -> UpdateResult:
+def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout, dtype=np.float64,
+           mode: int = ENV_ONE_STEP, gae=None, gae_buffers: dict | None = None) -> UpdateResult:
     """One whole learning update. state: params, adam_m, adam_v, target, adam_state (as Nets.state_dict()).
+    mode, gae, gae_buffers: see the module docstring.
 
-    Returns the new state, the updated isv (a copy), the gradient and every per-sample output.
+    Returns the new state, the updated isv (a copy), the gradient and every per-sample output (the PPO/V ones
+    None on a collect step).
     """
     isv = np.array(isv, np.float32, copy=True)
     p = np.asarray(state["params"], dtype)
     target = np.asarray(state["target"], dtype)
     fw = forward(p, target, layout, env, rep, dtype)
-    fixed = targets(fw, env, rep, isv, dtype)
+    fixed = targets(fw, env, rep, isv, dtype, mode, gae, gae_buffers)
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
     g = gradients(p, layout, fw, hl)
+    learns = [mode != ENV_COLLECT or mod not in ("pi", "v") for mod in MODULES]
     isv[S.RL_LOSS_Q] = hl["q_ce"].mean()
-    isv[S.RL_LOSS_PI] = hl["pi"].mean()
-    isv[S.RL_LOSS_V] = hl["v"].mean()
+    if hl["pi"] is not None:
+        isv[S.RL_LOSS_PI] = hl["pi"].mean()
+        isv[S.RL_LOSS_V] = hl["v"].mean()
     isv[S.RL_LOSS_BCE] = hl["bce"].mean()
     isv[S.RL_LOSS_AUX] = hl["aux"].mean()
     new_p = p.copy()
@@ -156,6 +188,9 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
     new_v = np.asarray(state["adam_v"], dtype).copy()
     st = np.array(state["adam_state"], np.int32).reshape(len(MODULES), KA.STATE_COLS).copy()
     for k, mod in enumerate(MODULES):
+        if not learns[k]:   # the guard's module mask: disarmed, nothing else written
+            st[k, KA.STATE_ARMED] = 0
+            continue
         sl = layout.module_slice[mod]
         gm = g[sl]
         isv[S.RL_OBS_Q_GRAD_NORM + k] = np.sqrt((gm[: layout.n_w[mod]] ** 2).sum())
@@ -167,7 +202,7 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
         st[k, KA.STATE_ARMED] = 1
         new_p[sl], new_m[sl], new_v[sl] = R.adam(p[sl], gm, new_m[sl], new_v[sl], st[k, KA.STATE_STEP],
                                                  dtype(isv[S.RL_LR_Q + k]))
-    n, o_tp1 = fw["b"], fw["o_tp1"]
+    n, o_tp1, n_next = fw["b"], fw["o_tp1"], fw["n_next"]
     gamma = dtype(isv[S.RL_GAMMA])
     r_rep = np.asarray(rep.reward, dtype)
     td = r_rep + gamma * (1 - np.asarray(rep.done, dtype)) * fixed["e_target"] - hl["e_online"]
@@ -175,7 +210,8 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
         q_priority=hl["q_ce"], td=td, entropy=hl["entropy"], kl=hl["kl"], ratio=hl["ratio"],
         advantage=fixed["advantage"], ret=fixed["ret"], a_star=fixed["a_star"], v_used=fixed["v_used"],
         v_used_next=fixed["v_used_next"], v_scalar=fw["v_out"][:n], v_dq=fw["v_dq"][:n],
-        v_scalar_next=fw["v_out"][o_tp1:o_tp1 + n], v_dq_next=fw["v_dq"][o_tp1:o_tp1 + n], pi_logits=fw["pi_logits"])
+        v_scalar_next=fw["v_out"][o_tp1:o_tp1 + n_next], v_dq_next=fw["v_dq"][o_tp1:o_tp1 + n_next],
+        pi_logits=fw["pi_logits"])
     state = {"params": new_p, "adam_m": new_m, "adam_v": new_v, "target": target, "adam_state": st.reshape(-1)}
     return UpdateResult(state, isv, g, out)
 

@@ -10,8 +10,10 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.cuda_kernels.nets import losses as KL
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
 from alpharl.reference import controllers as RC
 from alpharl.reference import nets as R
+from alpharl.sizes import N_ACTIONS
 
 
 def layer_wb(p, layout, name: str):
@@ -52,23 +54,31 @@ def backward(h, p, layout, n_b: int, d_val, dv, d_pi, dbce, daux, dh_s):
     return dh * (1 - h[:n_b + n_m] ** 2), grads
 
 
-def env_rows(inp: dict, isv, dtype=np.float64) -> dict:
+def env_rows(inp: dict, isv, dtype=np.float64, mode: int = ENV_ONE_STEP) -> dict:
     """rl_env_rows on the dict of its inputs (v_s, v_dq, v_s_tp1, v_dq_tp1, reward, done, pi_logits,
-    actions, logp_old, bce_out, label_up, aux_out, label_ret) at the ISV's alpha, gamma and PPO slots."""
+    actions, logp_old, bce_out, label_up, aux_out, label_ret; ENV_GAE: ppo_adv and ret) at the ISV's alpha,
+    gamma and PPO slots. The t+1 inputs may be shorter (n_next rows). ENV_COLLECT: d_pi and dv are zeros
+    and the PPO/V outputs (loss_pi, loss_v, entropy, kl, ratio, advantage, ret) are absent."""
     n = len(inp["actions"])
+    n_next = len(inp["v_s_tp1"])
     cast = lambda k: np.asarray(inp[k], dtype)  # noqa: E731
     v_used = np.zeros(n, np.float32)
-    v_used_tp1 = np.zeros(n, np.float32)
+    v_used_tp1 = np.zeros(n_next, np.float32)
     RC.rl_v_blend(inp["v_s"], inp["v_dq"], n, isv, v_used)
-    RC.rl_v_blend(inp["v_s_tp1"], inp["v_dq_tp1"], n, isv, v_used_tp1)
-    adv, ret = R.advantage_return(cast("reward"), cast("done"), v_used.astype(dtype), v_used_tp1.astype(dtype),
-                                  dtype(isv[S.RL_GAMMA]))
-    pl, d_pi, ent, kl, ratio = R.ppo_loss(cast("pi_logits"), np.asarray(inp["actions"]), cast("logp_old"), adv,
+    RC.rl_v_blend(inp["v_s_tp1"], inp["v_dq_tp1"], n_next, isv, v_used_tp1)
+    bl, dbce = R.scalar_loss(KL.LOSS_BCE, cast("bce_out"), cast("label_up"))
+    al, daux = R.scalar_loss(KL.LOSS_MSE, cast("aux_out"), cast("label_ret"))
+    out = {"v_used": v_used, "v_used_tp1": v_used_tp1, "dbce": dbce, "daux": daux, "loss_bce": bl, "loss_aux": al}
+    if mode == ENV_COLLECT:
+        return out | {"d_pi": np.zeros((n, N_ACTIONS), dtype), "dv": np.zeros(n, dtype)}
+    if mode == ENV_GAE:
+        ppo_adv, ret = cast("ppo_adv"), cast("ret")
+    else:
+        ppo_adv, ret = R.advantage_return(cast("reward"), cast("done"), v_used.astype(dtype), v_used_tp1.astype(dtype),
+                                          dtype(isv[S.RL_GAMMA]))
+        out |= {"advantage": ppo_adv, "ret": ret}
+    pl, d_pi, ent, kl, ratio = R.ppo_loss(cast("pi_logits"), np.asarray(inp["actions"]), cast("logp_old"), ppo_adv,
                                           dtype(isv[S.RL_PPO_CLIP_EPS]), dtype(isv[S.RL_PPO_RATIO_CLAMP]),
                                           dtype(isv[S.RL_ENTROPY_COEF]))
     vl, dv = R.scalar_loss(KL.LOSS_HUBER, cast("v_s"), ret)
-    bl, dbce = R.scalar_loss(KL.LOSS_BCE, cast("bce_out"), cast("label_up"))
-    al, daux = R.scalar_loss(KL.LOSS_MSE, cast("aux_out"), cast("label_ret"))
-    return {"v_used": v_used, "v_used_tp1": v_used_tp1, "advantage": adv, "ret": ret, "d_pi": d_pi,
-            "entropy": ent, "kl": kl, "ratio": ratio, "dv": dv, "dbce": dbce, "daux": daux,
-            "loss_pi": pl, "loss_v": vl, "loss_bce": bl, "loss_aux": al}
+    return out | {"d_pi": d_pi, "entropy": ent, "kl": kl, "ratio": ratio, "dv": dv, "loss_pi": pl, "loss_v": vl}

@@ -48,16 +48,21 @@ TABLE_COLS = 6
 #: simulator, whose cost is its thread count (a Python thread each), 256: the same code at another
 #: power-of-two width.
 GUARD_BLOCK = target.gpu_or_sim("nets.adam.GUARD_BLOCK", gpu=1024, sim=256)
+#: rl_grad_guard's module mask with every module learning.
+MASK_ALL = (1 << N_MODULES) - 1
 #: Per-module device state, int32 [N_MODULES, STATE_COLS]: Adam step t, armed flag.
 STATE_STEP = 0
 STATE_ARMED = 1
 STATE_COLS = 2
 
 
-@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], int32[::1])")
-def rl_grad_guard(gate, grad, table, isv, state):
+@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], int32[::1], int32)")
+def rl_grad_guard(gate, grad, table, isv, state, module_mask):
     """Block k: norms of module k's gradient; arm (t += 1) or skip (nan count += 1).
 
+    Only modules whose bit (1 << k) is set in module_mask learn (MASK_ALL but on a
+    rollout's collect steps, where pi and V do not): a module outside it is disarmed
+    and writes nothing else (its grad-norm slot and step counter hold).
     Launch [N_MODULES, GUARD_BLOCK]. gate[0] == 0: writes nothing.
     Fixed-order block-stride sums + tree reduce: deterministic. A module is up to ~27k
     floats read by one block: GUARD_BLOCK threads with four loads in flight each keep
@@ -69,6 +74,10 @@ def rl_grad_guard(gate, grad, table, isv, state):
     s_all = cuda.shared.array(GUARD_BLOCK, float32)
     k = cuda.blockIdx.x
     tid = cuda.threadIdx.x
+    if (module_mask >> k) & 1 == 0:   # the whole block leaves: no barrier is skipped by part of it
+        if tid == 0:
+            state[k * STATE_COLS + STATE_ARMED] = 0
+        return
     off = table[k * TABLE_COLS + COL_OFFSET]
     size = table[k * TABLE_COLS + COL_SIZE]
     n_w = table[k * TABLE_COLS + COL_N_W]

@@ -112,14 +112,17 @@ def rl_dueling_logits(gate, adv, val, n, out):
                 out[b * N_Q_OUT + a * N_ATOMS + z] = dueling_logit(adv, val, b, a, z, mean)
 
 
-@kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, int32, int32, float32[::1])")
-def rl_stack_obs(gate, obs_t, obs_s, obs_sp, obs_tp1, n_b, n_m, dim, out):
-    """Stack the encoder's input rows: out = [obs_t (n_b) | obs_s (n_m) | obs_sp (n_m) | obs_tp1 (n_b)].
+@kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, int32, int32, int32, "
+        "float32[::1])")
+def rl_stack_obs(gate, obs_t, obs_s, obs_sp, obs_tp1, n_b, n_m, n_next, dim, out):
+    """Stack the encoder's input rows: out = [obs_t (n_b) | obs_s (n_m) | obs_sp (n_m) | obs_tp1 (n_next)].
 
     One encoder pass then serves the env batch at t and t+1 and the replay
     minibatch at s and s'; the rows that get gradients ([obs_t | obs_s]) come
-    first and are contiguous. All arrays row-major with `dim` columns.
-    Launch [ceil((2 n_b + 2 n_m) dim / ELEMWISE_BLOCK), ELEMWISE_BLOCK].
+    first and are contiguous. All arrays row-major with `dim` columns. n_next = n_b
+    but on a rollout's update step (``--rollout T``): the env rows are then the
+    rollout's T B and the t+1 rows only the last slice's s_{t+1} (B).
+    Launch [ceil((n_b + 2 n_m + n_next) dim / ELEMWISE_BLOCK), ELEMWISE_BLOCK].
     """
     if gate[0] == 0:
         return
@@ -132,6 +135,5 @@ def rl_stack_obs(gate, obs_t, obs_s, obs_sp, obs_tp1, n_b, n_m, dim, out):
         out[i] = obs_s[(row - n_b) * dim + col]
     elif row < n_b + 2 * n_m:
         out[i] = obs_sp[(row - n_b - n_m) * dim + col]
-    elif row < 2 * n_b + 2 * n_m:
+    elif row < n_b + 2 * n_m + n_next:
         out[i] = obs_tp1[(row - n_b - 2 * n_m) * dim + col]
-

@@ -23,7 +23,8 @@ from alpharl.cuda_kernels.nets.heads import N_Q_OUT, adv_mean, dueling_logit, lo
 from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, warp_rows_grid
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import RL_ENTROPY_COEF, RL_GAMMA, RL_LOSS_Q, RL_PPO_CLIP_EPS, RL_PPO_RATIO_CLAMP
+from alpharl.isv import (RL_ENTROPY_COEF, RL_GAMMA, RL_LOSS_PI, RL_LOSS_Q, RL_LOSS_V, RL_PPO_CLIP_EPS,
+                         RL_PPO_RATIO_CLAMP)
 from alpharl.sizes import DELTA_Z, N_ACTIONS, N_ATOMS, V_MAX, V_MIN
 
 #: rl_scalar_loss kinds.
@@ -237,14 +238,15 @@ def scalar_loss_row(kind, x, y, inv_n):
     return float32(0.5) * e * e, inv_n * e
 
 
-@kernel("void(int32[::1], float32[::1], int32, int32, int32, float32[::1])")
-def rl_loss_means(gate, losses, stride, n_q, n_b, isv):
+@kernel("void(int32[::1], float32[::1], int32, int32, int32, int32, float32[::1])")
+def rl_loss_means(gate, losses, stride, n_q, n_b, n_pv, isv):
     """isv[RL_LOSS_Q + r] = mean of losses[r, 0:n_r], r = Q, pi, V, BCE, AUX.
 
-    losses is [N_LOSSES, stride]; row 0 (Q) has n_q = M samples, the others
-    n_b = B. Block r reduces row r in a fixed order (deterministic).
-    The Q slot gets the unweighted mean CE (ln 21 = uniform), not the
-    importance-weighted loss the gradient follows.
+    losses is [N_LOSSES, stride]; row 0 (Q) has n_q = M samples, pi and V n_pv, BCE
+    and AUX n_b = B (n_pv = n_b but on a rollout's collect steps, where PPO and V do
+    not learn: n_pv = 0 holds their slots). Block r reduces row r in a fixed order
+    (deterministic). The Q slot gets the unweighted mean CE (ln 21 = uniform), not the
+    importance-weighted loss the gradient follows. A row of no samples is not written.
     Launch [N_LOSSES, REDUCE_BLOCK]. gate[0] == 0: writes nothing.
     """
     if gate[0] == 0:
@@ -252,7 +254,11 @@ def rl_loss_means(gate, losses, stride, n_q, n_b, isv):
     sh = cuda.shared.array(REDUCE_BLOCK, float32)
     r = cuda.blockIdx.x
     tid = cuda.threadIdx.x
-    cnt = n_q if r == 0 else n_b
+    cnt = n_b
+    if r == 0:
+        cnt = n_q
+    elif r == RL_LOSS_PI - RL_LOSS_Q or r == RL_LOSS_V - RL_LOSS_Q:
+        cnt = n_pv
     acc = float32(0.0)
     for i in range(tid, cnt, REDUCE_BLOCK):
         acc += losses[r * stride + i]

@@ -51,6 +51,21 @@ def test_reward_scale_finite_and_in_range(fake_trainer, value):
     assert not fake_trainer.calls
 
 
+@pytest.mark.parametrize("args, name", [(("--rollout", 0), "--rollout"), (("--rollout", 100000), "--rollout"),
+                                        (("--rollout", "x"), "--rollout"), (("--gae-lambda", 1.5), "--gae-lambda"),
+                                        (("--gae-lambda", "nan"), "--gae-lambda"), (("--gae-lambda", -1), "--gae-lambda")])
+def test_rollout_and_gae_lambda_checked(fake_trainer, args, name):
+    assert_one_line_error(train(*args), name)
+    assert not fake_trainer.calls
+
+
+def test_rollout_and_gae_lambda_reach_the_config(fake_trainer, tmp_path):
+    r = train("--rollout", 16, "--gae-lambda", 0.9, "--steps", 10, "--run-dir", tmp_path / "r", "--quiet")
+    assert r.exit_code == 0, r.output
+    config, _ = fake_trainer.calls[-1]
+    assert (config.rollout, config.gae_lambda) == (16, 0.9)
+
+
 @pytest.mark.parametrize("line", ["reward_scale = inf", "[sim]\ntaker_fee = nan", "[sim]\nmaker_fee = inf",
                                   "[sim]\ntaker_fee = 1e300"])
 def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_path, line):

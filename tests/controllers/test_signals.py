@@ -37,6 +37,29 @@ def test_signal_emas_match_reference(rng):
         assert ref[dst] == pytest.approx(want, rel=1e-6), S.BY_INDEX[dst].name
 
 
+@pytest.mark.parametrize("ppo_samples", [0.0, 48.0])
+def test_ppo_signals_fold_only_when_the_ppo_update_ran(rng, ppo_samples):
+    """--rollout T > 1: on a collect step (RL_OBS_PPO_SAMPLES = 0) the EMAs of what the PPO/V update measures
+    (entropy, KL, ratio tail, advantage and return variance, pi and V grad norms) hold; the others fold."""
+    host = _random_isv(rng)
+    for _, dst, _, _ in SIGNAL_TABLE:
+        host[dst] = rng.uniform(0.1, 5.0)  # every EMA observed: a fold always changes it
+    host[S.RL_OBS_TRADES] = 1.0
+    host[S.RL_OBS_PPO_SAMPLES] = ppo_samples
+    d = cuda.to_device(host)
+    launch_signal_emas(Controllers(), d)
+    got = d.copy_to_host()
+    ref = host.copy()
+    reference_signal_emas(ref)
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    ppo_emas = {S.RL_ENTROPY_EMA, S.RL_KL_EMA, S.RL_RATIO_TAIL_EMA, S.RL_ADV_VAR_EMA, S.RL_RETURN_VAR_EMA,
+                S.RL_PI_GRAD_NORM_EMA, S.RL_V_GRAD_NORM_EMA}
+    assert {dst for _, dst, gate, _ in SIGNAL_TABLE if gate == S.RL_OBS_PPO_SAMPLES} == ppo_emas
+    for _, dst, _, _ in SIGNAL_TABLE:
+        held = dst in ppo_emas and ppo_samples == 0
+        assert (got[dst] == host[dst]) == held, S.BY_INDEX[dst].name
+
+
 def test_signal_ema_refuses_non_finite(rng):
     table = np.array([[S.RL_OBS_KL, S.RL_KL_EMA, -1], [S.RL_OBS_ENTROPY, S.RL_ENTROPY_EMA, -1],
                       [S.RL_OBS_TD_KURTOSIS, S.RL_TD_KURTOSIS_EMA, -1]], np.int32)

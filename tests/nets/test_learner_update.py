@@ -9,7 +9,8 @@ from numba import cuda
 from support import assert_all_written, nonzero_uniform
 
 from alpharl import isv as S
-from alpharl.batches import EnvBatch, ReplayBatch
+from alpharl.batches import EnvBatch, GaeInputs, ReplayBatch
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE
 from alpharl.learner import Learner
 from alpharl.nets import MODULES, Nets
 from alpharl.reference import learner as RL
@@ -193,3 +194,125 @@ def test_ragged_batches_match_reference(rng, b, m):
     for name in ("q_priority", "advantage", "ret", "v_used_next", "v_dq", "entropy", "ratio"):
         np.testing.assert_allclose(assert_all_written(getattr(out, name)), getattr(ref.out, name), rtol=1e-4,
                                    atol=1e-5, err_msg=name)
+
+
+# ------------------------------------------------------------ --rollout T: collect and GAE modes
+T_LEN = 3
+
+
+def _rollout(rng):
+    """A rollout of T_LEN slices of B transitions (the update step's env rows), s_T, and its GAE inputs."""
+    n = T_LEN * B
+    env = EnvBatch(obs=nonzero_uniform(rng, (n, OBS_DIM), -2, 2), action=rng.integers(0, N_ACTIONS, n).astype(np.int32),
+                   logp_old=np.log(rng.uniform(0.05, 0.3, n)).astype(np.float32),
+                   reward=nonzero_uniform(rng, n, -2, 2), done=(rng.uniform(size=n) < 0.3).astype(np.float32),
+                   obs_next=nonzero_uniform(rng, (B, OBS_DIM), -2, 2),
+                   label_up=(rng.uniform(size=n) < 0.5).astype(np.float32), label_ret=nonzero_uniform(rng, n, -0.1, 0.1))
+    return env, nonzero_uniform(rng, n, -1, 1)
+
+
+@pytest.mark.slow
+def test_gae_mode_update_matches_reference_and_finite_differences(rng):
+    """The update step: rl_gae inside the first iteration (V_used of the last slice and s_T from its forward),
+    PPO/V/BCE/AUX on the T B rollout rows; a second iteration reuses the advantages. Kernels vs the reference
+    update, the reference's pi and V gradients vs finite differences of its loss."""
+    nets = _nets(rng)
+    lay = nets.layout
+    env, v_used = _rollout(rng)
+    _, rep = _batches(rng)
+    isv = S.bootstrap_vector()
+    isv[S.RL_ENTROPY_COEF] = 0.05
+    state0 = nets.state_dict()
+    learner = Learner(nets, T_LEN * B, M, max_next=B)
+    _poison_outputs(learner)
+    isv_d = cuda.to_device(isv)
+    v_used_d = cuda.to_device(v_used)
+    env_d, rep_d = _device(env, rep)
+    gate = cuda.to_device(np.ones(1, np.int32))
+    out = learner.update(env_d, rep_d, isv_d, gate, mode=ENV_GAE,
+                         gae=GaeInputs(env_d.reward, env_d.done, v_used_d, 0.9))
+    host_v = v_used.copy()
+    bufs = {k: np.zeros(T_LEN * B) for k in ("advantage", "ret", "ppo_adv")}
+    ref = RL.update(state0, isv, env, rep, lay, mode=ENV_GAE, gae=GaeInputs(env.reward, env.done, host_v, 0.9),
+                    gae_buffers=bufs)
+    np.testing.assert_allclose(assert_all_written(v_used_d), host_v, rtol=1e-4, atol=1e-6)
+    for name in ("advantage", "ret", "ppo_adv"):
+        np.testing.assert_allclose(assert_all_written(getattr(learner, name)[:T_LEN * B]), bufs[name], rtol=1e-4,
+                                   atol=1e-5, err_msg=name)
+    grads = nets.grads.copy_to_host()
+    for mod in MODULES:
+        sl = lay.module_slice[mod]
+        np.testing.assert_allclose(grads[sl], ref.grads[sl], rtol=1e-3, atol=2e-5 * np.abs(ref.grads[sl]).max(),
+                                   err_msg=mod)
+    for name in ("q_priority", "entropy", "kl", "ratio", "advantage", "ret", "v_used", "v_used_next", "v_scalar_next"):
+        np.testing.assert_allclose(assert_all_written(getattr(out, name)), getattr(ref.out, name), rtol=1e-4,
+                                   atol=1e-5, err_msg=name)
+    got_isv = isv_d.copy_to_host()
+    for slot in [S.RL_LOSS_Q + k for k in range(5)] + [S.RL_OBS_Q_GRAD_NORM + k for k in range(len(MODULES))]:
+        np.testing.assert_allclose(got_isv[slot], ref.isv[slot], rtol=1e-4, err_msg=S.BY_INDEX[slot].name)
+    # the reference's gradient of pi and V vs finite differences of its loss at the fixed GAE targets
+    p0 = state0["params"].astype(np.float64)
+    target = state0["target"].astype(np.float64)
+    fw = RL.forward(p0, target, lay, env, rep)
+    fixed = RL.targets(fw, env, rep, isv.copy(), mode=ENV_GAE, gae_buffers=bufs)
+    for mod in ("pi", "v"):
+        sl = lay.module_slice[mod]
+        fd = np.zeros(sl.stop - sl.start)
+        for j, i in enumerate(range(sl.start, sl.stop)):
+            pp, pm = p0.copy(), p0.copy()
+            pp[i] += 1e-6
+            pm[i] -= 1e-6
+            fd[j] = (RL.total_loss(pp, target, lay, env, rep, fixed, isv) -
+                     RL.total_loss(pm, target, lay, env, rep, fixed, isv)) / 2e-6
+        np.testing.assert_allclose(ref.grads[sl], fd, rtol=1e-5, atol=1e-7 * np.abs(fd).max(), err_msg=mod)
+    # a second iteration without gae reuses the advantages (not rewritten)
+    adv_before = learner.ppo_adv.copy_to_host()
+    learner.update(env_d, rep_d, isv_d, gate, mode=ENV_GAE)
+    np.testing.assert_array_equal(learner.ppo_adv.copy_to_host(), adv_before)
+
+
+@pytest.mark.slow
+def test_collect_mode_update_leaves_pi_and_v_alone(rng):
+    """A collect step: pi and V keep parameters, moments, step counter, loss and grad-norm slots; the encoder's
+    gradient is that of Q, BCE and AUX alone; everything else as the reference's collect update."""
+    nets = _nets(rng)
+    lay = nets.layout
+    env, rep = _batches(rng)
+    isv = S.bootstrap_vector()
+    isv[[S.RL_LOSS_PI, S.RL_LOSS_V, S.RL_OBS_PI_GRAD_NORM, S.RL_OBS_V_GRAD_NORM]] = [7.0, 8.0, 9.0, 10.0]
+    state0 = nets.state_dict()
+    learner = Learner(nets, B, M)
+    isv_d = cuda.to_device(isv)
+    out = learner.update(*_device(env, rep), isv_d, cuda.to_device(np.ones(1, np.int32)), mode=ENV_COLLECT)
+    ref = RL.update(state0, isv, env, rep, lay, mode=ENV_COLLECT)
+    after = nets.state_dict()
+    grads = nets.grads.copy_to_host()
+    for mod in ("pi", "v"):
+        sl = lay.module_slice[mod]
+        np.testing.assert_array_equal(after["params"][sl], state0["params"][sl])
+        np.testing.assert_array_equal(after["adam_m"][sl], state0["adam_m"][sl])
+        assert (grads[sl] == 0).all() and (ref.grads[sl] == 0).all(), mod
+    np.testing.assert_array_equal(after["adam_state"], ref.state["adam_state"])
+    for mod in MODULES:
+        sl = lay.module_slice[mod]
+        np.testing.assert_allclose(grads[sl], ref.grads[sl], rtol=1e-3, atol=1e-5 * max(np.abs(ref.grads[sl]).max(), 1),
+                                   err_msg=mod)
+    got_isv = isv_d.copy_to_host()
+    for slot in (S.RL_LOSS_PI, S.RL_LOSS_V, S.RL_OBS_PI_GRAD_NORM, S.RL_OBS_V_GRAD_NORM):
+        assert got_isv[slot] == isv[slot] == ref.isv[slot], S.BY_INDEX[slot].name
+    for slot in (S.RL_LOSS_Q, S.RL_LOSS_BCE, S.RL_LOSS_AUX, S.RL_OBS_ENC_GRAD_NORM):
+        np.testing.assert_allclose(got_isv[slot], ref.isv[slot], rtol=1e-4, err_msg=S.BY_INDEX[slot].name)
+    np.testing.assert_allclose(assert_all_written(out.v_used), ref.out.v_used, rtol=1e-4, atol=1e-6)
+    assert ref.out.entropy is None and ref.out.advantage is None
+
+
+def test_modes_check_their_batches(rng):
+    nets = Nets(OBS_DIM, seed=1, hidden=HIDDEN)
+    env, rep = _batches(rng)
+    roll, _ = _rollout(rng)
+    learner = Learner(nets, T_LEN * B, M, max_next=B)
+    args = (cuda.to_device(S.bootstrap_vector()), cuda.to_device(np.ones(1, np.int32)))
+    with pytest.raises(ValueError, match="mode"):
+        learner.update(*_device(env, rep), *args, mode=ENV_GAE)  # GAE needs T B env rows and B t+1 rows
+    with pytest.raises(ValueError, match="mode"):
+        learner.update(*_device(roll, rep), *args, mode=ENV_COLLECT)

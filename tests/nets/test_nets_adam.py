@@ -22,7 +22,8 @@ def _gate(on=1):
 
 def _step(nets, isv_d):
     n = nets.layout.n_params
-    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.table, isv_d, nets.adam_state)
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.table, isv_d, nets.adam_state,
+                                                   np.int32(KA.MASK_ALL))
     KA.rl_adam[(n + G.ELEMWISE_BLOCK - 1) // G.ELEMWISE_BLOCK, G.ELEMWISE_BLOCK](
         _gate(), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv_d, nets.adam_state)
 
@@ -77,13 +78,49 @@ def test_adam_gate_zero_changes_nothing(rng):
     nets.grads.copy_to_device(nonzero_uniform(rng, nets.layout.n_params))
     isv_d = cuda.to_device(S.bootstrap_vector())
     n = nets.layout.n_params
-    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(0), nets.grads, nets.table, isv_d, nets.adam_state)
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(0), nets.grads, nets.table, isv_d, nets.adam_state,
+                                                   np.int32(KA.MASK_ALL))
     KA.rl_adam[(n + 255) // 256, 256](_gate(0), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n),
                                       nets.table, isv_d, nets.adam_state)
     after = nets.state_dict()
     for k in ("params", "adam_m", "adam_v", "adam_state"):
         np.testing.assert_array_equal(after[k], before[k])
     np.testing.assert_array_equal(isv_d.copy_to_host(), S.bootstrap_vector())
+
+
+def test_guard_module_mask_leaves_the_masked_modules_untouched(rng):
+    """A rollout's collect step: modules outside the mask (pi, V) keep parameters, moments, step counter and
+    grad-norm slot, and are disarmed; the others take their Adam step as with MASK_ALL."""
+    nets = Nets(OBS_DIM, seed=3, hidden=2)
+    lay = nets.layout
+    nets.grads.copy_to_device(nonzero_uniform(rng, lay.n_params))
+    nets.adam_state.copy_to_device(np.tile(np.array([3, 1], np.int32), len(MODULES)))  # armed, t = 3
+    before = nets.state_dict()
+    isv = S.bootstrap_vector()
+    isv[S.RL_OBS_Q_GRAD_NORM:S.RL_OBS_Q_GRAD_NORM + len(MODULES)] = rng.uniform(5, 6, len(MODULES))
+    isv_d = cuda.to_device(isv)
+    off = [MODULES.index("pi"), MODULES.index("v")]
+    mask = KA.MASK_ALL & ~sum(1 << k for k in off)
+    n = lay.n_params
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.table, isv_d, nets.adam_state,
+                                                   np.int32(mask))
+    KA.rl_adam[(n + G.ELEMWISE_BLOCK - 1) // G.ELEMWISE_BLOCK, G.ELEMWISE_BLOCK](
+        _gate(), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv_d, nets.adam_state)
+    after = nets.state_dict()
+    st = after["adam_state"].reshape(len(MODULES), KA.STATE_COLS)
+    got = isv_d.copy_to_host()
+    for k, mod in enumerate(MODULES):
+        sl = lay.module_slice[mod]
+        moved = not np.array_equal(after["params"][sl], before["params"][sl])
+        if k in off:
+            assert not moved and np.array_equal(after["adam_m"][sl], before["adam_m"][sl]), mod
+            assert st[k, KA.STATE_STEP] == 3 and st[k, KA.STATE_ARMED] == 0, mod
+            assert got[S.RL_OBS_Q_GRAD_NORM + k] == isv[S.RL_OBS_Q_GRAD_NORM + k], mod
+        else:
+            assert moved and st[k, KA.STATE_STEP] == 4 and st[k, KA.STATE_ARMED] == 1, mod
+            g = nets.grads.copy_to_host()[sl][: lay.n_w[mod]]
+            np.testing.assert_allclose(got[S.RL_OBS_Q_GRAD_NORM + k], np.sqrt((g.astype(np.float64) ** 2).sum()),
+                                       rtol=1e-5)
 
 
 def test_g4_target_soft_update(rng):

@@ -85,12 +85,14 @@ def test_argmax_expected_q_ties_go_to_the_lowest_action(rng):
     np.testing.assert_array_equal(assert_all_written(out), [2, 0, 7, 1, 0])
 
 
-def test_stack_obs_orders_rows(rng):
-    b, m, d = 3, 2, 4
-    parts = [nonzero_uniform(rng, (r, d)) for r in (b, m, m, b)]
-    out = poisoned((2 * b + 2 * m) * d)
+@pytest.mark.parametrize("b, n_next", [(3, 3), (6, 2)])
+def test_stack_obs_orders_rows(rng, b, n_next):
+    """[obs_t (b) | s (m) | s' (m) | obs_tp1 (n_next)]; n_next < b: a rollout's update step."""
+    m, d = 2, 4
+    parts = [nonzero_uniform(rng, (r, d)) for r in (b, m, m, n_next)]
+    out = poisoned((b + 2 * m + n_next) * d)
     KH.rl_stack_obs[1, 256](_gate(), *[cuda.to_device(p.ravel()) for p in parts], np.int32(b), np.int32(m),
-                            np.int32(d), out)
+                            np.int32(n_next), np.int32(d), out)
     np.testing.assert_array_equal(assert_all_written(out).reshape(-1, d), np.concatenate(parts))
 
 
@@ -275,12 +277,19 @@ def test_scalar_losses_match_reference_and_finite_differences(rng, kind):
     np.testing.assert_allclose(ref_d, fd, rtol=1e-6, atol=1e-9)
 
 
-def test_loss_means_into_isv(rng):
+@pytest.mark.parametrize("collect", [False, True])
+def test_loss_means_into_isv(rng, collect):
+    """Each loss slot the mean of its row; n_pv = 0 (a rollout's collect step) holds the pi and V slots."""
     m, b, stride = 5, 9, 9
     losses = nonzero_uniform(rng, (KL.N_LOSSES, stride), 0, 3)
-    isv = cuda.to_device(S.bootstrap_vector())
+    isv0 = S.bootstrap_vector()
+    isv0[S.RL_LOSS_Q:S.RL_LOSS_Q + KL.N_LOSSES] = rng.uniform(5, 6, KL.N_LOSSES)  # distinct from any mean
+    isv = cuda.to_device(isv0)
     KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK](_gate(), cuda.to_device(losses.ravel()), np.int32(stride),
-                                                   np.int32(m), np.int32(b), isv)
+                                                   np.int32(m), np.int32(b), np.int32(0 if collect else b), isv)
     got = isv.copy_to_host()
     want = [losses[0, :m].mean()] + [losses[r, :b].mean() for r in range(1, KL.N_LOSSES)]
+    if collect:
+        for slot in (S.RL_LOSS_PI, S.RL_LOSS_V):
+            want[slot - S.RL_LOSS_Q] = isv0[slot]
     np.testing.assert_allclose(got[S.RL_LOSS_Q:S.RL_LOSS_Q + KL.N_LOSSES], want, rtol=1e-5)

@@ -10,7 +10,7 @@ from alpharl import isv as S
 from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets import losses as KL
 from alpharl.cuda_kernels.nets import narrow as KN
-from alpharl.cuda_kernels.nets.advantage import ENV_ROWS_BLOCK, rl_env_rows
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP, ENV_ROWS_BLOCK, rl_env_rows
 from alpharl.nets import Launcher, NetLayout
 from alpharl.reference import narrow as N
 from alpharl.reference import nets as R
@@ -182,20 +182,25 @@ def test_dw_split_covers_the_rows():
 
 
 # ------------------------------------------------------------ env-row tail
-ENV_ORDER = ("v_s", "v_dq", "v_s_tp1", "v_dq_tp1", "reward", "done", "pi_logits", "actions", "logp_old",
+ENV_ORDER = ("v_s", "v_dq", "v_s_tp1", "v_dq_tp1", "reward", "done", "pi_logits", "actions", "logp_old", "ppo_adv",
              "bce_out", "label_up", "aux_out", "label_ret")
 ENV_OUTS = ("v_used", "v_used_tp1", "advantage", "ret", "d_pi", "entropy", "kl", "ratio", "dv", "dbce", "daux")
+#: The outputs of the PPO/V part (not written on a collect step) and the losses' rows of pi and V.
+PPO_V_OUTS = ("advantage", "ret", "entropy", "kl", "ratio")
+PPO_V_ROWS = (S.RL_LOSS_PI - S.RL_LOSS_Q, S.RL_LOSS_V - S.RL_LOSS_Q)
 
 
-def _env_inputs(rng, n):
+def _env_inputs(rng, n, n_next=None):
+    n_next = n if n_next is None else n_next
     logits = nonzero_uniform(rng, (n, N_ACTIONS), -2, 2)
     actions = rng.integers(0, N_ACTIONS, n).astype(np.int32)
     lp_new = R.log_softmax(logits.astype(np.float64))[np.arange(n), actions]
     log_ratio = rng.uniform(np.log(0.2), np.log(5.0), n)  # ratios on both sides of the clip and past the dual clip
     return dict(v_s=nonzero_uniform(rng, n, -2, 2), v_dq=nonzero_uniform(rng, n, -2, 2),
-                v_s_tp1=nonzero_uniform(rng, n, -2, 2), v_dq_tp1=nonzero_uniform(rng, n, -2, 2),
+                v_s_tp1=nonzero_uniform(rng, n_next, -2, 2), v_dq_tp1=nonzero_uniform(rng, n_next, -2, 2),
                 reward=nonzero_uniform(rng, n, -2, 2), done=(rng.uniform(size=n) < 0.3).astype(np.float32),
                 pi_logits=logits, actions=actions, logp_old=(lp_new - log_ratio).astype(np.float32),
+                ppo_adv=nonzero_uniform(rng, n, -2, 2), ret=nonzero_uniform(rng, n, -3, 3),
                 bce_out=nonzero_uniform(rng, n, -3, 3), label_up=(rng.uniform(size=n) < 0.5).astype(np.float32),
                 aux_out=nonzero_uniform(rng, n, -3, 3), label_ret=nonzero_uniform(rng, n, -3, 3))
 
@@ -208,13 +213,15 @@ def _env_isv(rng):
     return isv
 
 
-def _run_env_rows(gate, inp, isv, stride):
-    n = len(inp["actions"])
+def _run_env_rows(gate, inp, isv, stride, mode=ENV_ONE_STEP):
+    n, n_next = len(inp["actions"]), len(inp["v_s_tp1"])
     outs = {k: poisoned(n * N_ACTIONS if k == "d_pi" else n) for k in ENV_OUTS}
+    if mode == ENV_GAE:
+        outs["ret"] = cuda.to_device(inp["ret"])  # an input of the GAE mode
     losses = poisoned(KL.N_LOSSES * stride)
     args = [cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in ENV_ORDER]
-    rl_env_rows[-(-n // ENV_ROWS_BLOCK), ENV_ROWS_BLOCK](gate, *args, np.int32(n), cuda.to_device(isv),
-                                                         np.int32(stride), *outs.values(), losses)
+    rl_env_rows[-(-n // ENV_ROWS_BLOCK), ENV_ROWS_BLOCK](gate, np.int32(mode), *args, np.int32(n), np.int32(n_next),
+                                                         cuda.to_device(isv), np.int32(stride), *outs.values(), losses)
     return outs, losses
 
 
@@ -247,8 +254,58 @@ def test_env_rows_match_reference_and_finite_differences(rng, n):
             np.testing.assert_allclose(outs[key].copy_to_host(), fd, rtol=1e-4, atol=1e-7, err_msg=key)
 
 
-def test_env_rows_with_gate_zero_write_nothing(rng):
+def test_env_rows_collect_mode_leaves_ppo_and_v_out(rng):
+    """A rollout's collect step: V_used at t and t+1, BCE and AUX as in one-step mode; d_pi and dv written 0;
+    the PPO/V outputs and loss rows not written."""
+    n, stride = 70, 73
+    inp = _env_inputs(rng, n)
+    isv = _env_isv(rng)
+    outs, losses = _run_env_rows(_gate(), inp, isv, stride, ENV_COLLECT)
+    ref = N.env_rows(inp, isv.copy(), mode=ENV_COLLECT)
+    for name in ("v_used", "v_used_tp1", "dbce", "daux"):
+        np.testing.assert_allclose(assert_all_written(outs[name]), ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+    assert (assert_all_written(outs["d_pi"]) == 0).all() and (assert_all_written(outs["dv"]) == 0).all()
+    for name in PPO_V_OUTS:
+        assert np.isnan(outs[name].copy_to_host()).all(), name
+    lo = losses.copy_to_host().reshape(KL.N_LOSSES, stride)
+    assert np.isnan(lo[(0,) + PPO_V_ROWS, :]).all()
+    for row, key in ((S.RL_LOSS_BCE, "loss_bce"), (S.RL_LOSS_AUX, "loss_aux")):
+        np.testing.assert_allclose(assert_all_written(lo[row - S.RL_LOSS_Q, :n]), ref[key], rtol=1e-4, atol=1e-6)
+
+
+def test_env_rows_gae_mode_reads_the_rollout_advantage_and_return(rng):
+    """A rollout's update step (n = T B env rows, n_next = B t+1 rows): PPO on ppo_adv, V to ret (inputs, ret
+    unchanged, advantage not written); every other output vs the reference and finite differences."""
+    n, n_next, stride = 3 * 23, 23, 70
+    inp = _env_inputs(rng, n, n_next)
+    isv = _env_isv(rng)
+    outs, losses = _run_env_rows(_gate(), inp, isv, stride, ENV_GAE)
+    ref = N.env_rows(inp, isv.copy(), mode=ENV_GAE)
+    assert np.isnan(outs["advantage"].copy_to_host()).all()
+    np.testing.assert_array_equal(outs["ret"].copy_to_host(), inp["ret"])
+    v1 = outs["v_used_tp1"].copy_to_host()
+    assert np.isnan(v1[n_next:]).all()
+    np.testing.assert_allclose(assert_all_written(v1[:n_next]), ref["v_used_tp1"], rtol=1e-4, atol=1e-6)
+    for name in ("v_used", "d_pi", "entropy", "kl", "ratio", "dv", "dbce", "daux"):
+        got = assert_all_written(outs[name]).reshape(np.shape(ref[name]))
+        np.testing.assert_allclose(got, ref[name], rtol=1e-4, atol=1e-6, err_msg=name)
+    lo = losses.copy_to_host().reshape(KL.N_LOSSES, stride)
+    for row, key in ((S.RL_LOSS_PI, "loss_pi"), (S.RL_LOSS_V, "loss_v")):
+        np.testing.assert_allclose(assert_all_written(lo[row - S.RL_LOSS_Q, :n]), ref[key], rtol=1e-4, atol=1e-6)
+    eps, c, coef = (float(isv[k]) for k in (S.RL_PPO_CLIP_EPS, S.RL_PPO_RATIO_CLAMP, S.RL_ENTROPY_COEF))
+    args = (inp["actions"], inp["logp_old"].astype(np.float64), inp["ppo_adv"].astype(np.float64), eps, c, coef)
+    fd = central_differences(lambda x: R.ppo_loss_value(x, *args), inp["pi_logits"].astype(np.float64))
+    np.testing.assert_allclose(outs["d_pi"].copy_to_host().reshape(n, N_ACTIONS), fd, rtol=1e-4, atol=1e-6)
+    t64 = inp["ret"].astype(np.float64)
+    fd = central_differences(lambda x: R.scalar_loss(KL.LOSS_HUBER, x, t64)[0].mean(), inp["v_s"].astype(np.float64))
+    np.testing.assert_allclose(outs["dv"].copy_to_host(), fd, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", [ENV_ONE_STEP, ENV_COLLECT, ENV_GAE])
+def test_env_rows_with_gate_zero_write_nothing(rng, mode):
     n = 6
-    outs, losses = _run_env_rows(_gate(False), _env_inputs(rng, n), _env_isv(rng), n)
+    outs, losses = _run_env_rows(_gate(False), _env_inputs(rng, n, 3 if mode == ENV_GAE else n), _env_isv(rng), n,
+                                 mode)
     for name, out in list(outs.items()) + [("losses", losses)]:
-        assert np.isnan(out.copy_to_host()).all(), name
+        if not (mode == ENV_GAE and name == "ret"):
+            assert np.isnan(out.copy_to_host()).all(), name

@@ -12,24 +12,33 @@ pytestmark = pytest.mark.gpu
 MARKET = load_embedded()
 
 
-def _run(graph: bool, steps: int, b: int = 16, seed: int = 5):
+def _run(graph: bool, steps: int, b: int = 16, seed: int = 5, rollout: int = 1):
     tr = IntegratedTrainer(TrainConfig(b=b, backend="cuda", graph=graph, seed=seed, replay_capacity=4096,
-                                       minibatch=64), MARKET)
+                                       minibatch=64, rollout=rollout), MARKET)
     tr.run(steps)
     return tr
 
 
-def test_graph_and_eager_are_bit_identical():
-    steps = 12
-    a = _run(True, steps).state_dict()
-    b = _run(False, steps).state_dict()
+@pytest.mark.parametrize("rollout", [1, 4])
+def test_graph_and_eager_are_bit_identical(rollout):
+    """rollout 4: 13 steps = collect and update graphs each captured and replayed, ending mid-rollout."""
+    steps = 12 if rollout == 1 else 13
+    ga = _run(True, steps, rollout=rollout)
+    a = ga.state_dict()
+    b = _run(False, steps, rollout=rollout).state_dict()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    if rollout > 1:
+        from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE
+
+        assert ga.captured(ENV_COLLECT) is not None and ga.captured(ENV_GAE) is not None
+        assert ga.read_isv()[S.RL_OBS_PPO_SAMPLES] == 0  # step 13 collected
 
 
-def test_same_seed_same_bits_on_gpu():
-    a = _run(True, 8).state_dict()
-    b = _run(True, 8).state_dict()
+@pytest.mark.parametrize("rollout", [1, 4])
+def test_same_seed_same_bits_on_gpu(rollout):
+    a = _run(True, 8, rollout=rollout).state_dict()
+    b = _run(True, 8, rollout=rollout).state_dict()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
@@ -51,8 +60,9 @@ def test_integrated_smoke_b128_gpu():
     assert np.isfinite(tr.state_dict()["nets.params"]).all()
 
 
-def test_resume_in_a_new_process_is_bit_identical_on_gpu(tmp_path):
-    """2N graph-replayed steps == N steps, checkpoint, a new process resumes for N more."""
+@pytest.mark.parametrize("rollout", [1, 4])
+def test_resume_in_a_new_process_is_bit_identical_on_gpu(tmp_path, rollout):
+    """2N graph-replayed steps == N steps, checkpoint, a new process resumes for N more (rollout 4: mid-rollout)."""
     import subprocess
     import sys
 
@@ -60,7 +70,7 @@ def test_resume_in_a_new_process_is_bit_identical_on_gpu(tmp_path):
     from alpharl.run import train
 
     n = 6
-    kw = dict(b=16, backend="cuda", seed=2, replay_capacity=4096, minibatch=64, diag_every=2)
+    kw = dict(b=16, backend="cuda", seed=2, replay_capacity=4096, minibatch=64, diag_every=2, rollout=rollout)
     train(TrainConfig(steps=2 * n, run_dir=str(tmp_path / "straight"), **kw))
     train(TrainConfig(steps=n, run_dir=str(tmp_path / "split"), **kw))
     code = (f"from alpharl.config import TrainConfig; from alpharl.run import train; "

@@ -1,0 +1,87 @@
+"""The on-policy rollout of ``--rollout T`` (host side): the step's phase and the rollout buffer.
+
+With T = 1 every step is ENV_ONE_STEP (PPO and V learn on the step's B transitions
+with the one-step TD advantage) and there is no buffer. With T > 1 the step's phase
+follows the step counter, a schedule the host knows without reading the device:
+step mod T < T - 1 collects (ENV_COLLECT), step mod T = T - 1 also updates PPO and
+V on the whole rollout with GAE(lambda) (ENV_GAE). The kernels are in
+cuda_kernels/nets/rollout.py, what each phase does in alpharl.learner and
+alpharl.trainer.
+
+``Rollout`` holds the buffer, [T B] per field (obs [T B, obs_dim]), on the device
+(the cuda and sim backends) or on the host (numpy backend); every element starts at
+0, so a checkpoint taken mid-rollout is deterministic.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl.batches import EnvBatch, GaeInputs
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
+
+#: The buffer's fields, in rl_rollout_store's argument order, and their dtypes.
+FIELDS = (("obs", np.float32), ("action", np.int32), ("logp", np.float32), ("reward", np.float32),
+          ("done", np.float32), ("label_up", np.float32), ("label_ret", np.float32), ("v_used", np.float32))
+
+
+def phase_of(step: int, rollout: int) -> int:
+    """The phase of step ``step`` (0-based) with rollout length T = ``rollout`` (see the module docstring)."""
+    if rollout == 1:
+        return ENV_ONE_STEP
+    return ENV_GAE if step % rollout == rollout - 1 else ENV_COLLECT
+
+
+class Rollout:
+    """The rollout buffer: T slices of B transitions (``device``: device arrays on ``stream``, else host)."""
+
+    def __init__(self, t_len: int, n_b: int, obs_dim: int, device: bool, stream=0):
+        self.t_len, self.n_b, self.obs_dim = int(t_len), int(n_b), int(obs_dim)
+        self.device = device
+        n = self.t_len * self.n_b
+        for name, dtype in FIELDS:
+            host = np.zeros((n, self.obs_dim) if name == "obs" else n, dtype)
+            if device:
+                from numba import cuda  # the numpy backend runs without a CUDA target
+
+                setattr(self, name, cuda.to_device(host, stream=stream))
+            else:
+                setattr(self, name, host)
+
+    @property
+    def arrays(self) -> dict:
+        """name -> array, in FIELDS order."""
+        return {name: getattr(self, name) for name, _ in FIELDS}
+
+    def flat(self) -> list:
+        """The buffer's arrays in FIELDS order, 1-D (rl_rollout_store's trailing arguments)."""
+        return [a.reshape(a.size) if a.ndim > 1 else a for a in self.arrays.values()]
+
+    def env_batch(self, obs_next) -> EnvBatch:
+        """The learner's env rows on the update step: the T B transitions, and obs_next = s_T [B, obs_dim] (the
+        t+1 rows: the last slice's s_{t+1})."""
+        return EnvBatch(self.obs, self.action, self.logp, self.reward, self.done, obs_next, self.label_up,
+                        self.label_ret)
+
+    def gae_inputs(self, lam: float) -> GaeInputs:
+        return GaeInputs(self.reward, self.done, self.v_used, float(lam))
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        host = {k: (v.copy_to_host() if self.device else v.copy()) for k, v in self.arrays.items()}
+        return {"t_len": self.t_len, "n_b": self.n_b, "obs_dim": self.obs_dim} | host
+
+    def load_state_dict(self, d: dict) -> None:
+        if not d:
+            raise ValueError("the checkpoint holds no rollout buffer (it was written with --rollout 1)")
+        got = tuple(int(d[k]) for k in ("t_len", "n_b", "obs_dim"))
+        if got != (self.t_len, self.n_b, self.obs_dim):
+            raise ValueError(f"checkpoint rollout is T, B, obs_dim = {got}, this run has "
+                             f"{(self.t_len, self.n_b, self.obs_dim)}")
+        for name, dst in self.arrays.items():
+            src = np.ascontiguousarray(d[name], dtype=dst.dtype)
+            if src.shape != dst.shape:
+                raise ValueError(f"checkpoint rollout.{name} has shape {src.shape}, expected {dst.shape}")
+            if self.device:
+                dst.copy_to_device(src)
+            else:
+                dst[...] = src
