@@ -15,7 +15,8 @@ from alpharl import target
 from alpharl.backends.base import SharedOps
 from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.config import TrainConfig
-from alpharl.controllers import Controllers
+from alpharl.controllers import Controllers, reward_flags, reward_statistics
+from alpharl.cuda_kernels.controllers.reward_norm import REWARD_NORM_BLOCK, rl_reward_norm
 from alpharl.cuda_kernels.controllers.k_loop import rl_k_gate
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, pad_moments_inputs, rl_batch_moments_multi
 from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_pi_action_kernel
@@ -50,15 +51,19 @@ class DeviceBackend(SharedOps):
             self.sim = LobSim(market, config.sim, B, config.seed, stream=st)
         self.obs_dim = self.sim.obs_dim
         self.nets = Nets(self.obs_dim, seed=config.seed, hidden=hidden)
-        self.learner = Learner(self.nets, B, m, stream=st)
+        self.learner = Learner(self.nets, B, m, stream=st, rel_update=config.adaptive_anchors)
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, config.seed, stream=st)
-        self.controllers = Controllers(st)
+        self.controllers = Controllers(st, anchors=config.adaptive_anchors)
         self.isv = S.alloc_isv(st)
         f32 = np.float32
         self.obs_t = cuda.device_array((B, self.obs_dim), f32, stream=st)
         self.actions = cuda.device_array(B, np.int32, stream=st)
         self.logp = cuda.device_array(B, f32, stream=st)
         self.reward = cuda.device_array(B, f32, stream=st)
+        self.reward_flags = reward_flags(config)
+        self.reward_stats = reward_statistics(config)
+        self.reward_stored = cuda.device_array(B, f32, stream=st) if config.reward_norm else self.reward
+        self.ret_run = cuda.to_device(np.zeros(B, f32), stream=st)
         self.prng = cuda.to_device(seed_states(config.seed, B, STREAM_ACTIONS), stream=st)
         self.ones = cuda.to_device(np.ones(max(B, m), f32), stream=st)
         self.moments_table = cuda.to_device(signal_moments_table(B, m), stream=st)  # before any graph capture
@@ -101,8 +106,13 @@ class DeviceBackend(SharedOps):
         self.branches.join(BRANCH_ACCUMULATE)
 
     def scale_reward(self, scale: float) -> None:
-        rl_scale[cdiv(self.B, STEP_OPS_BLOCK), STEP_OPS_BLOCK, self.stream](
-            self.sim.reward, np.int32(self.B), np.float32(scale), self.reward)
+        if not self.reward_stats:
+            rl_scale[cdiv(self.B, STEP_OPS_BLOCK), STEP_OPS_BLOCK, self.stream](
+                self.sim.reward, np.int32(self.B), np.float32(scale), self.reward)
+            return
+        rl_reward_norm[1, REWARD_NORM_BLOCK, self.stream](
+            self.sim.reward, np.int32(self.B), np.float32(scale), self.sim.done, self.ret_run, self.reward_flags,
+            self.isv, self.reward, self.reward_stored)
 
     def k_gate(self, k: int) -> None:
         rl_k_gate[1, 1, self.stream](self.isv, np.int32(k), self.gate)

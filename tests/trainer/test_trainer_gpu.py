@@ -12,19 +12,28 @@ pytestmark = pytest.mark.gpu
 MARKET = load_embedded()
 
 
-def _run(graph: bool, steps: int, b: int = 16, seed: int = 5):
+#: The switches of the scale-free signals, all on.
+SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True)
+
+
+def _run(graph: bool, steps: int, b: int = 16, seed: int = 5, **switches):
     tr = IntegratedTrainer(TrainConfig(b=b, backend="cuda", graph=graph, seed=seed, replay_capacity=4096,
-                                       minibatch=64), MARKET)
+                                       minibatch=64, **switches), MARKET)
     tr.run(steps)
     return tr
 
 
-def test_graph_and_eager_are_bit_identical():
+@pytest.mark.parametrize("switches", [{}, SIGNALS_ON], ids=["fixed", "signals"])
+def test_graph_and_eager_are_bit_identical(switches):
     steps = 12
-    a = _run(True, steps).state_dict()
-    b = _run(False, steps).state_dict()
+    a = _run(True, steps, **switches).state_dict()
+    b = _run(False, steps, **switches).state_dict()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    if switches:
+        isv = a["isv"]
+        assert isv[S.RL_SUPPORT_V_MAX] != 10.0 and isv[S.RL_REWARD_GAIN] != 1.0
+        assert (isv[[S.RL_OBS_Q_REL_UPDATE + k for k in range(len(S.LR_SLOTS))]] > 0).all()
 
 
 def test_same_seed_same_bits_on_gpu():
