@@ -76,6 +76,18 @@ class TrainConfig:
     advantages (normalised over the rollout); Q, BCE and AUX learn every step either way."""
     gae_lambda: float = 0.95
     """lambda of GAE(lambda) with --rollout T > 1 (0: one-step TD over the rollout, 1: Monte Carlo to its end)."""
+    reward_norm: bool = False
+    """Scale the rewards that enter learning by 1 / RMS of the running discounted return (statistics
+    on the device, in the ISV; rl_reward_norm), so returns have RMS 1 whatever the market: reward_scale
+    then cancels. Off: reward x reward_scale as is."""
+    adaptive_support: bool = False
+    """Let the C51 support follow the return scale: V_MAX = 5 running return RMS (learning units),
+    V_MIN = -V_MAX, moved at the target network's rate tau from today's +-10. Off: fixed +-10."""
+    adaptive_anchors: bool = False
+    """Anchor the controllers on observed, scale-free signals (cuda_kernels/controllers/anchors.py):
+    each head's LR aims at a relative Adam step of 1e-3, the PPO clip at a KL relative to the entropy,
+    the entropy coefficient at an entropy from tau, K relative to the best baseline fit seen.
+    Off: the fixed targets."""
     diag_every: int = 50
     """Steps between diagnostic rows (one host read of the ISV each)."""
     checkpoint_every: int = 1000

@@ -9,6 +9,8 @@ import numpy as np
 from numba import cuda
 
 from alpharl import isv as S
+from alpharl.cuda_kernels.controllers import reward_norm as RN
+from alpharl.cuda_kernels.controllers.anchors import FLAG_ANCHORS
 from alpharl.cuda_kernels.controllers.signals import N_TABLE_COLS, SIGNAL_EMA_BLOCK
 from alpharl.cuda_kernels.controllers.step import SCALAR_CONTROLLERS, STEP_CONTROLLERS_BLOCK, rl_step_controllers
 from alpharl.reference import controllers as R
@@ -44,31 +46,43 @@ assert len(SIGNAL_TABLE) <= SIGNAL_EMA_BLOCK
 assert len({row[1] for row in SIGNAL_TABLE}) == len(SIGNAL_TABLE), "one row per EMA slot"
 
 
+def reward_flags(config) -> np.int32:
+    """rl_reward_norm's flags from a TrainConfig: FLAG_NORM (--reward-norm), FLAG_SUPPORT (--adaptive-support)."""
+    return np.int32((RN.FLAG_NORM if config.reward_norm else 0) | (RN.FLAG_SUPPORT if config.adaptive_support else 0))
+
+
+def reward_statistics(config) -> bool:
+    """Whether the step runs rl_reward_norm (in place of rl_scale): the normaliser and the support read
+    its statistics."""
+    return bool(config.reward_norm or config.adaptive_support)
+
+
 def signal_table_host() -> tuple[np.ndarray, np.ndarray]:
     table = np.array([row[:N_TABLE_COLS] for row in SIGNAL_TABLE], dtype=np.int32)
     beta = np.array([row[3] for row in SIGNAL_TABLE], dtype=np.float32)
     return table, beta
 
 
-
-
 class Controllers:
-    """Device-side signal table + launches of the signal EMAs and every controller."""
+    """Device-side signal table + launches of the signal EMAs and every controller.
 
-    def __init__(self, stream=0):
+    anchors: --adaptive-anchors (the anchor stage writes the controllers' targets, ``FLAG_ANCHORS``)."""
+
+    def __init__(self, stream=0, anchors: bool = False):
         self.stream = stream
+        self.flags = np.int32(FLAG_ANCHORS if anchors else 0)
         table, beta = signal_table_host()
         self.n_rows = np.int32(len(table))
         self.table_d = cuda.to_device(table, stream=stream)
         self.beta_d = cuda.to_device(beta, stream=stream)
 
     def launch_step(self, isv_d, counter_d) -> None:
-        """The step's signal EMAs, every controller but the V blend, and counter_d[0] += 1: one launch
-        (the same as the unit kernels rl_signal_ema, rl_lr_controller, SCALAR_CONTROLLERS and the tick in
-        sequence; the tests launch those one by one)."""
+        """The step's signal EMAs, the anchors, every controller but the V blend, and counter_d[0] += 1: one
+        launch (the same as the unit kernels rl_signal_ema, rl_anchor_controller, rl_lr_controller,
+        SCALAR_CONTROLLERS and the tick in sequence; the tests launch those one by one)."""
         heads = [np.int32(s) for s in S.GRAD_NORM_EMA_SLOTS]
         rl_step_controllers[1, STEP_CONTROLLERS_BLOCK, self.stream](isv_d, self.table_d, self.beta_d, self.n_rows,
-                                                                    *heads, counter_d)
+                                                                    *heads, counter_d, self.flags)
 
 
 def reference_signal_emas(isv) -> None:
@@ -76,7 +90,9 @@ def reference_signal_emas(isv) -> None:
     R.rl_signal_ema(isv, table, beta, len(table))
 
 
-def reference_controllers(isv) -> None:
+def reference_controllers(isv, anchors: bool = False) -> None:
+    """The anchors (their bootstraps only unless ``anchors``), the LR controller, SCALAR_CONTROLLERS."""
+    R.rl_anchor_controller(isv, FLAG_ANCHORS if anchors else 0)
     R.rl_lr_controller(isv, *S.GRAD_NORM_EMA_SLOTS)
     for ctrl in SCALAR_CONTROLLERS:
         getattr(R, ctrl.name)(isv)

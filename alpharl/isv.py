@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from alpharl.sizes import V_MAX, V_MIN
+
 # ---------------------------------------------------------------- constants
 #: K-loop multiplier fixed point: K = round(isv[RL_K_LOOP_MULT] / K_FIXED_POINT).
 K_FIXED_POINT = 2048.0
@@ -33,6 +35,9 @@ LR_MIN = 1.0e-5
 LR_MAX = 3.0e-3
 #: The discount factor held in the ISV.
 GAMMA_BOOTSTRAP = 0.99
+#: The C51 support's bootstrap (and its fixed value without --adaptive-support).
+V_MIN_BOOTSTRAP = V_MIN
+V_MAX_BOOTSTRAP = V_MAX
 N_ACTIONS_LN = math.log(9.0)
 
 
@@ -127,6 +132,32 @@ RL_NAN_SKIPS_BCE = _slot(463, "nan_skips_bce", "guard", 0.0, "count", 0.0, _INF,
 RL_NAN_SKIPS_AUX = _slot(464, "nan_skips_aux", "guard", 0.0, "count", 0.0, _INF, "updates of the AUX head skipped for a non-finite loss/gradient")
 RL_NAN_SKIPS_ENC = _slot(465, "nan_skips_enc", "guard", 0.0, "count", 0.0, _INF, "updates of the encoder skipped for a non-finite gradient")
 RL_NAN_SIGNALS = _slot(466, "nan_signals", "guard", 0.0, "count", 0.0, _INF, "non-finite signal observations refused by the signal EMAs")
+# ----------------------------------- scale-free signals: reward/return scale, C51 support, anchors
+# (written by rl_reward_norm at the start of a step and by the anchor stage of rl_step_controllers;
+# with --no-reward-norm, --no-adaptive-support and --no-adaptive-anchors nothing writes them but their
+# sentinel bootstraps, and every reader falls back to the fixed value it used before they existed)
+RL_REWARD_MEAN_EMA = _slot(530, "reward_mean_ema", "reward_norm", 0.0, "r", -_INF, _INF, "running mean of the scaled reward r = reward x reward_scale (rl_reward_norm)")
+RL_REWARD_SQ_EMA = _slot(531, "reward_sq_ema", "reward_norm", 0.0, "r^2", 0.0, _INF, "running mean of r^2")
+RL_RETURN_SQ_EMA = _slot(532, "return_sq_ema", "reward_norm", 0.0, "r^2", 0.0, _INF, "running mean of R^2, R the per-backtest discounted return so far (R <- gamma R + r, 0 after done)")
+RL_REWARD_NORM_COUNT = _slot(533, "reward_norm_count", "reward_norm", 0.0, "steps", 0.0, _INF, "steps folded into the running means (their average is plain until the EMA horizon, then exponential)")
+RL_REWARD_GAIN = _slot(534, "reward_gain", "reward_norm", 1.0, "1/r", 0.0, _INF, "learning units per unit of r: 1 / RMS(R) with --reward-norm, else 1")
+RL_SUPPORT_V_MIN = _slot(535, "support_v_min", "reward_norm", V_MIN_BOOTSTRAP, "learn", -_INF, 0.0, "lowest C51 atom z_0 (--adaptive-support: -V_MAX; else fixed)")
+RL_SUPPORT_V_MAX = _slot(536, "support_v_max", "reward_norm", V_MAX_BOOTSTRAP, "learn", 0.0, _INF, "highest C51 atom z_20 (--adaptive-support: a multiple of the return RMS, moved at rate tau)")
+RL_OBS_Q_REL_UPDATE = _slot(537, "obs_q_rel_update", "obs", 0.0, "1", 0.0, _INF, "this update's ||Adam step of W|| / ||W|| of the Q head (--adaptive-anchors)")
+RL_OBS_PI_REL_UPDATE = _slot(538, "obs_pi_rel_update", "obs", 0.0, "1", 0.0, _INF, "this update's relative Adam step of the pi head")
+RL_OBS_V_REL_UPDATE = _slot(539, "obs_v_rel_update", "obs", 0.0, "1", 0.0, _INF, "this update's relative Adam step of the value head")
+RL_OBS_BCE_REL_UPDATE = _slot(540, "obs_bce_rel_update", "obs", 0.0, "1", 0.0, _INF, "this update's relative Adam step of the BCE head")
+RL_OBS_AUX_REL_UPDATE = _slot(541, "obs_aux_rel_update", "obs", 0.0, "1", 0.0, _INF, "this update's relative Adam step of the AUX head")
+RL_OBS_ENC_REL_UPDATE = _slot(542, "obs_enc_rel_update", "obs", 0.0, "1", 0.0, _INF, "this update's relative Adam step of the encoder")
+RL_GN_TARGET_Q = _slot(543, "gn_target_q", "anchors", 0.0, "1", 0.0, _INF, "grad-norm target of lr_q's law (0: the fixed TARGET_GRAD_NORM)")
+RL_GN_TARGET_PI = _slot(544, "gn_target_pi", "anchors", 0.0, "1", 0.0, _INF, "grad-norm target of lr_pi's law (0: fixed)")
+RL_GN_TARGET_V = _slot(545, "gn_target_v", "anchors", 0.0, "1", 0.0, _INF, "grad-norm target of lr_v's law (0: fixed)")
+RL_GN_TARGET_BCE = _slot(546, "gn_target_bce", "anchors", 0.0, "1", 0.0, _INF, "grad-norm target of lr_bce's law (0: fixed)")
+RL_GN_TARGET_AUX = _slot(547, "gn_target_aux", "anchors", 0.0, "1", 0.0, _INF, "grad-norm target of lr_aux's law (0: fixed)")
+RL_GN_TARGET_ENC = _slot(548, "gn_target_enc", "anchors", 0.0, "1", 0.0, _INF, "grad-norm target of lr_enc's law (0: fixed)")
+RL_KL_TARGET = _slot(549, "kl_target", "anchors", 0.0, "nats", 0.0, _INF, "KL target of the PPO clip controller (0: the fixed KL_TARGET)")
+RL_ENTROPY_TARGET = _slot(550, "entropy_target", "anchors", 0.0, "nats", 0.0, N_ACTIONS_LN, "target entropy of the entropy-coefficient controller (0: the fixed ENTROPY_TARGET)")
+RL_K_RATIO_FLOOR = _slot(551, "k_ratio_floor", "anchors", 0.0, "1", 0.0, 1.0, "best var(A)/var(return) seen (a slowly forgetting minimum): the K controller's thresholds sit above it (0: none)")
 # ------------------------------------------------------------- V blend (seed)
 RL_V_BLEND_ALPHA = _slot(585, "v_blend_alpha", "v_blend", 1.0, "1", 0.0, 1.0, "alpha of V_used = alpha V_scalar + (1-alpha) V_dq (seed index)")
 RL_V_TRACK_ERR_EMA = _slot(586, "v_track_err_ema", "v_blend", 0.0, "$", 0.0, _INF, "EMA of |V_dq - V_scalar| (seed index)")
@@ -140,6 +171,10 @@ RL_SLOTS_END = 588
 GRAD_NORM_OBS_OFFSET = RL_OBS_Q_GRAD_NORM - RL_Q_GRAD_NORM_EMA
 #: Learning-rate slots in head order (Q, pi, V, BCE, AUX, encoder): contiguous.
 LR_SLOTS = (RL_LR_Q, RL_LR_PI, RL_LR_V, RL_LR_BCE, RL_LR_AUX, RL_LR_ENC)
+#: Each head's relative-update slot sits at a fixed offset from its raw grad-norm slot (head order).
+REL_UPDATE_OBS_OFFSET = RL_OBS_Q_REL_UPDATE - RL_OBS_Q_GRAD_NORM
+#: Each head's grad-norm target slot sits at a fixed offset from its grad-norm EMA slot (head order).
+GN_TARGET_OFFSET = RL_GN_TARGET_Q - RL_Q_GRAD_NORM_EMA
 #: Grad-norm EMA slots in the same head order.
 GRAD_NORM_EMA_SLOTS = (RL_Q_GRAD_NORM_EMA, RL_PI_GRAD_NORM_EMA, RL_V_GRAD_NORM_EMA,
                        RL_BCE_GRAD_NORM_EMA, RL_AUX_GRAD_NORM_EMA, RL_ENC_GRAD_NORM_EMA)
@@ -161,6 +196,11 @@ def _check_registry() -> None:
     for ema in GRAD_NORM_EMA_SLOTS:
         if BY_INDEX[ema + GRAD_NORM_OBS_OFFSET].group != "obs":
             raise AssertionError(f"slot {BY_INDEX[ema].name}: no raw grad-norm slot at the fixed offset")
+    for ema in GRAD_NORM_EMA_SLOTS:
+        if not BY_INDEX[ema + GRAD_NORM_OBS_OFFSET + REL_UPDATE_OBS_OFFSET].name.endswith("_rel_update"):
+            raise AssertionError(f"slot {BY_INDEX[ema].name}: no relative-update slot at the fixed offset")
+        if not BY_INDEX[ema + GN_TARGET_OFFSET].name.startswith("gn_target_"):
+            raise AssertionError(f"slot {BY_INDEX[ema].name}: no grad-norm target slot at the fixed offset")
     if list(LR_SLOTS) != list(range(RL_LR_Q, RL_LR_Q + len(LR_SLOTS))):
         raise AssertionError("learning-rate slots must be contiguous in head order")
 

@@ -36,8 +36,9 @@ streams eagerly, parallel branches of the captured graph), marked [branch]:
     loss means -> RL_LOSS_*; layer 2's dX, layer 1's dW + reduce. The encoder
     gradient is the sum of all heads' gradients, each head's loss being a mean
     over its own batch;
- 7. (h) rl_grad_guard: grad norms -> RL_OBS_*_GRAD_NORM, non-finite ->
-    RL_NAN_SKIPS_* and no step; rl_adam on every armed module.
+ 7. (h) rl_grad_guard: grad norms -> RL_OBS_*_GRAD_NORM (and with rel_update the
+    relative Adam step -> RL_OBS_*_REL_UPDATE), non-finite -> RL_NAN_SKIPS_* and no
+    step; rl_adam on every armed module.
 A branch writes only buffers nothing else touches until it is joined (the
 concurrent dW products have a partials buffer each). All modules step from
 gradients taken at the same theta, so the order of the per-module Adam steps
@@ -98,8 +99,11 @@ class Learner:
     Outputs (device, valid for the last update's batches): see ``outputs(b, m, n_next)``.
     """
 
-    def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None):
+    def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None,
+                 rel_update: bool = False):
+        """rel_update: the grad guard also writes each module's relative update (--adaptive-anchors)."""
         self.nets = nets
+        self.rel_update = np.int32(1 if rel_update else 0)
         self.max_b, self.max_m = int(max_b), int(max_m)
         self.max_next = self.max_b if max_next is None else int(max_next)
         self.stream = stream
@@ -203,7 +207,7 @@ class Learner:
         br.fork(Q_FORWARD)
         sl[Q_FORWARD].forward(gate, hv(self.h, o_s, o_tp1), 2 * m, L["q.adv"], p, self.q_adv, NONE)
         br.join(NARROW_W)
-        ln.narrow_forward(gate, self.h, rows, b, p, offs, self.w_narrow, self.y_narrow,
+        ln.narrow_forward(gate, self.h, rows, b, p, offs, self.w_narrow, self.y_narrow, isv,
                           (self.q_val, self.v_out, self.pi_logits, self.bce_out, self.aux_out, self.v_dq), gather=False)
         br.join(Q_FORWARD)
 
@@ -228,7 +232,8 @@ class Learner:
 
         # 4. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
         argmax_expected_q[(*argmax_expected_q_grid(m), st)](
-            gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), self.a_star)
+            gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), isv,
+            self.a_star)
         br.join(TARGET)
         KL.rl_c51_loss[(*KL.c51_grid(m), st)](
             gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.action, self.t_adv, self.t_val,
@@ -268,7 +273,8 @@ class Learner:
 
         # 7. (h) grad norms + non-finite guard, Adam on every module
         mask = PPO_V_MASK if mode == ENV_COLLECT else KA.MASK_ALL
-        KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, nets.table, isv, nets.adam_state, i32(mask))
+        KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, p, nets.adam_m, nets.adam_v, nets.table, isv,
+                                                            nets.adam_state, i32(mask), self.rel_update)
         KA.rl_adam[eb(lay.n_params)](gate, p, gr, nets.adam_m, nets.adam_v, i32(lay.n_params), nets.table, isv,
                                      nets.adam_state)
         return self.outputs(b, m, n_next)

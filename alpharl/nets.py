@@ -60,6 +60,7 @@ DW_TARGET_BLOCKS = 264
 # The module table and rl_loss_means rely on the per-head slots being consecutive in MODULES order.
 assert S.RL_LR_ENC == S.RL_LR_Q + MODULES.index("enc")
 assert S.RL_OBS_ENC_GRAD_NORM == S.RL_OBS_Q_GRAD_NORM + MODULES.index("enc")
+assert S.RL_OBS_ENC_REL_UPDATE == S.RL_OBS_Q_REL_UPDATE + MODULES.index("enc")
 assert S.RL_NAN_SKIPS_ENC == S.RL_NAN_SKIPS_Q + MODULES.index("enc")
 assert S.RL_LOSS_AUX == S.RL_LOSS_Q + MODULES.index("aux")
 
@@ -123,9 +124,14 @@ class NetLayout:
         self.n_w = {m: self.layers[GRAD_W_LAYER[m]].k_in * self.layers[GRAD_W_LAYER[m]].n_out
                     for m in GRAD_W_LAYER}
         self.n_w["enc"] = self.module_slice["enc"].stop - self.module_slice["enc"].start
+        #: ||W||^2 of a LeCun-initialised grad_w (variance 1 / k_in: the sum of its layers' n_out), the
+        #: floor of the norm a relative update is taken against (output layers start at x0.01 or x0.1 of it).
+        self.w_ref_sq = {m: self.layers[GRAD_W_LAYER[m]].n_out for m in GRAD_W_LAYER}
+        self.w_ref_sq["enc"] = sum(n_out for _, _, n_out, _ in shapes["enc"])
 
     def module_table(self) -> np.ndarray:
-        """int32 [N_MODULES * TABLE_COLS]: offset, size, n_w, lr slot, obs slot, nan slot per module."""
+        """int32 [N_MODULES * TABLE_COLS]: offset, size, n_w, lr slot, obs slot, nan slot, reference ||W||^2
+        per module."""
         t = np.zeros((len(MODULES), KA.TABLE_COLS), np.int32)
         for k, mod in enumerate(MODULES):
             sl = self.module_slice[mod]
@@ -135,6 +141,7 @@ class NetLayout:
             t[k, KA.COL_LR_SLOT] = S.RL_LR_Q + k
             t[k, KA.COL_OBS_SLOT] = S.RL_OBS_Q_GRAD_NORM + k
             t[k, KA.COL_NAN_SLOT] = S.RL_NAN_SKIPS_Q + k
+            t[k, KA.COL_W_REF_SQ] = self.w_ref_sq[mod]
         return t.reshape(-1)
 
     def init_params(self, seed: int) -> np.ndarray:
@@ -241,20 +248,21 @@ class Launcher:
         KN.rl_narrow_gather_w[cdiv(n_w, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
             gate, params, offsets, np.int32(hidden), w_narrow)
 
-    def narrow_forward(self, gate, h, n_rows: int, n_b: int, params, offsets, w_narrow, y_narrow, out,
+    def narrow_forward(self, gate, h, n_rows: int, n_b: int, params, offsets, w_narrow, y_narrow, isv, out,
                        gather: bool = True) -> None:
         """Every narrow layer (alpharl.cuda_kernels.nets.narrow) on h [n_rows, hidden]: three launches
         (two with gather=False: w_narrow already holds ``narrow_gather_w``'s result for these params).
 
-        w_narrow float32 [(hidden + 1) N_COLS] and y_narrow float32 [>= n_rows N_COLS]: scratch;
-        out: q_val, v_out, pi_logits, bce_out, aux_out, v_dq (the layers' buffers, rl_narrow_scatter's order).
+        w_narrow float32 [(hidden + 1) N_COLS] and y_narrow float32 [>= n_rows N_COLS]: scratch; isv: the
+        C51 support V_dq is taken on; out: q_val, v_out, pi_logits, bce_out, aux_out, v_dq (the layers'
+        buffers, rl_narrow_scatter's order).
         """
         hidden = int(w_narrow.shape[0]) // KN.N_COLS - 1
         if gather:
             self.narrow_gather_w(gate, params, offsets, w_narrow)
         self.forward(gate, h, n_rows, Layer("narrow", 0, hidden, KN.N_COLS, 1.0), w_narrow, y_narrow, G.ACT_NONE)
         KN.rl_narrow_scatter[cdiv(n_rows * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, self.stream](
-            gate, y_narrow, np.int32(n_rows), np.int32(n_b), *out)
+            gate, y_narrow, np.int32(n_rows), np.int32(n_b), isv, *out)
 
     def backward_dx(self, gate, dy, rows: int, layer: Layer, params, out, accumulate: bool, y_tanh=None) -> None:
         """out[rows, k_in] (+)= dy[rows, n_out] W^T; times (1 - y_tanh^2) when y_tanh is given."""

@@ -147,8 +147,9 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
     n = nets.layout.n_params
 
     def guard_adam():
-        KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, stream](gate, gr, nets.table, isv, nets.adam_state,
-                                                               np.int32(KA.MASK_ALL))
+        KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, stream](gate, gr, p, nets.adam_m, nets.adam_v, nets.table, isv,
+                                                                nets.adam_state, np.int32(KA.MASK_ALL),
+                                                                learner.rel_update)
         KA.rl_adam[cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, stream](
             gate, p, gr, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv, nets.adam_state)
 

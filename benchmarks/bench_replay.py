@@ -20,7 +20,7 @@ from alpharl import isv as S
 from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_action_kernel, rl_pi_action_kernel
 from alpharl.prng import seed_states
 from alpharl.replay import PrioritizedReplay
-from alpharl.sizes import N_ACTIONS, N_ATOMS, V_MAX, V_MIN
+from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 
 def _timed(fn, iters: int) -> float:
@@ -42,7 +42,7 @@ def _report(**row) -> None:
 def bench_actions(backtests: list[int], iters: int, rng) -> None:
     from numba import cuda
 
-    supports = cuda.to_device(np.linspace(V_MIN, V_MAX, N_ATOMS).astype(np.float32))
+    isv = cuda.to_device(S.bootstrap_vector())  # the C51 support rl_action_kernel reads
     for b in backtests:
         pi = cuda.to_device(rng.normal(size=(b, N_ACTIONS)).astype(np.float32))
         q = cuda.to_device(rng.normal(size=(b, N_ACTIONS, N_ATOMS)).astype(np.float32))
@@ -52,7 +52,7 @@ def bench_actions(backtests: list[int], iters: int, rng) -> None:
         grid = action_grid(b)
         us = _timed(lambda: rl_pi_action_kernel[grid, ACTION_BLOCK](pi, state, actions, logp), iters)
         _report(kernel="rl_pi_action_kernel", B=b, us_per_call=round(us, 2))
-        us = _timed(lambda: rl_action_kernel[grid, ACTION_BLOCK](q, supports, state, actions), iters)
+        us = _timed(lambda: rl_action_kernel[grid, ACTION_BLOCK](q, isv, state, actions), iters)
         _report(kernel="rl_action_kernel", B=b, us_per_call=round(us, 2))
 
 

@@ -44,6 +44,9 @@ def train(
     replay_capacity: Annotated[int | None, typer.Option("--replay-capacity", help=f"Transitions held by the prioritized replay. (default: {_D.replay_capacity})", show_default=False)] = None,
     reward_scale: Annotated[float | None, typer.Option("--reward-scale", help=f"Reward ($) multiplier before learning. (default: {_D.reward_scale})", show_default=False)] = None,
     obs_levels: Annotated[int | None, typer.Option("--obs-levels", min=1, help=f"Book levels in the observation, whatever the data's depth ([sim] obs_levels; deeper books cut, shallower padded). (default: {_D.sim.obs_levels})", show_default=False)] = None,
+    reward_norm: Annotated[bool | None, typer.Option("--reward-norm/--no-reward-norm", help="Scale learning's rewards by 1 / RMS of the running return (on the device). (default: off)", show_default=False)] = None,
+    adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help="C51 support at +-5 running return RMS instead of a fixed +-10. (default: off)", show_default=False)] = None,
+    adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help="Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: off)", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of options; command-line options override it.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live dashboard: a plain progress line at most once a minute.")] = False,
 ) -> None:
@@ -57,7 +60,8 @@ def train(
                            rollout=rollout, gae_lambda=gae_lambda,
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale,
-                           **{"sim.obs_levels": obs_levels}))
+                           **{"sim.obs_levels": obs_levels}, reward_norm=reward_norm,
+                           adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors))
         note = rundir.check_paths(cfg, resume)
         if note:
             typer.echo(f"alpharl: {note}", err=True)

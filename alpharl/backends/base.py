@@ -25,9 +25,11 @@ from alpharl.cuda_kernels.nets.advantage import ENV_ONE_STEP
 STATE_PARTS = ("nets", "sim", "replay")
 ROLLOUT_PART = "rollout"
 #: The backend's own arrays in the checkpoint, one key each.
-STATE_ARRAYS = ("isv", "prng", "step_count", "acc")
+STATE_ARRAYS = ("isv", "prng", "step_count", "acc", "ret_run")
 #: ... and with several files, the run totals of each file's backtests (float64 [S, N_ACC]).
 STREAM_STATE_ARRAYS = ("acc_streams",)
+#: Arrays a checkpoint written before they existed lacks: loaded as zeros (their initial value).
+OPTIONAL_STATE_ARRAYS = ("ret_run",)
 
 
 @runtime_checkable
@@ -47,6 +49,8 @@ class Backend(Protocol):
     step_count: Any  #: int64 [1]: the device step counter
     acc: Any  #: float64 [N_ACC]: run totals of closed trades
     acc_streams: Any  #: float64 [S, N_ACC]: the same per file of several (None: one file)
+    ret_run: Any  #: float32 [B]: each backtest's discounted return so far (the reward statistics', rl_reward_norm)
+    reward_stored: Any  #: float32 [B]: the rewards the replay stores (``reward`` itself unless --reward-norm)
     ones: Any  #: float32 [max(B, M)]: the unit weights of step 14
     gate: Any  #: int32 [1]: this K-loop iteration's gate (written by ``k_gate``)
     open_gate: Any  #: int32 [1] = 1: the first iteration's gate (K >= 1)
@@ -71,7 +75,9 @@ class Backend(Protocol):
     def join_accumulate(self) -> None: ...
 
     def scale_reward(self, scale: float) -> None:
-        """r_t = the simulator's reward times scale."""
+        """r_t = the simulator's reward times scale; with --reward-norm, --adaptive-support or
+        --adaptive-anchors also the running reward statistics, the gain and the support (rl_reward_norm),
+        and r_t times the gain (the replay stores ``reward_stored``, before the gain)."""
 
     def env_batch(self) -> EnvBatch: ...
 
@@ -144,7 +150,10 @@ class SharedOps:
         return EnvBatch(self.obs_t, self.actions, self.logp, self.reward, s.done, s.obs, s.label_up, s.label_ret)
 
     def insert(self, env: EnvBatch) -> None:
-        self.replay.insert(env.obs, env.action, env.reward, env.done, env.obs_next)
+        """The transitions, with the rewards before the normaliser's gain (``reward_stored``: env.reward
+        itself without --reward-norm); the C51 loss reads them at the gain of its own step."""
+        reward = self.reward_stored if env.reward is self.reward else env.reward
+        self.replay.insert(env.obs, env.action, reward, env.done, env.obs_next)
 
     def sample(self, gate) -> ReplayBatch:
         return self.replay.sample(self.isv, self.M, gate)
@@ -183,5 +192,8 @@ class SharedOps:
         for part in self._state_parts():
             getattr(self, part).load_state_dict(_sub(d, part + "."))
         for name in self._state_arrays():
-            self.copy_in(getattr(self, name), d[name])
+            host = d.get(name)
+            if host is None and name in OPTIONAL_STATE_ARRAYS:
+                host = np.zeros_like(self.to_host(getattr(self, name)))
+            self.copy_in(getattr(self, name), d[name] if host is None else host)
         self.sync()

@@ -15,7 +15,8 @@ from alpharl import target
 from alpharl.backends.base import SharedOps
 from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.config import TrainConfig
-from alpharl.controllers import Controllers
+from alpharl.controllers import Controllers, reward_flags, reward_statistics
+from alpharl.cuda_kernels.controllers.reward_norm import REWARD_NORM_BLOCK, rl_reward_norm
 from alpharl.cuda_kernels.controllers.k_loop import rl_k_gate
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
 from alpharl.cuda_kernels.nets.rollout import ROLLOUT_BLOCK, rl_rollout_store, store_grid
@@ -56,16 +57,20 @@ class DeviceBackend(SharedOps):
         T = self.t_len = config.rollout
         self.lam = config.gae_lambda
         # The update step's env rows are the rollout's T B; the t+1 rows are always B.
-        self.learner = Learner(self.nets, T * B, m, stream=st, max_next=B)
+        self.learner = Learner(self.nets, T * B, m, stream=st, max_next=B, rel_update=config.adaptive_anchors)
         self.rollout = Rollout(T, B, self.obs_dim, device=True, stream=st) if T > 1 else None
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, config.seed, stream=st)
-        self.controllers = Controllers(st)
+        self.controllers = Controllers(st, anchors=config.adaptive_anchors)
         self.isv = S.alloc_isv(st)
         f32 = np.float32
         self.obs_t = cuda.device_array((B, self.obs_dim), f32, stream=st)
         self.actions = cuda.device_array(B, np.int32, stream=st)
         self.logp = cuda.device_array(B, f32, stream=st)
         self.reward = cuda.device_array(B, f32, stream=st)
+        self.reward_flags = reward_flags(config)
+        self.reward_stats = reward_statistics(config)
+        self.reward_stored = cuda.device_array(B, f32, stream=st) if config.reward_norm else self.reward
+        self.ret_run = cuda.to_device(np.zeros(B, f32), stream=st)
         self.prng = cuda.to_device(seed_states(config.seed, B, STREAM_ACTIONS), stream=st)
         self.ones = cuda.to_device(np.ones(max(T * B, m), f32), stream=st)
         # One table per phase, before any graph capture: the PPO/V rows over B, T B or no samples.
@@ -118,8 +123,13 @@ class DeviceBackend(SharedOps):
         self.branches.join(BRANCH_ACCUMULATE)
 
     def scale_reward(self, scale: float) -> None:
-        rl_scale[cdiv(self.B, STEP_OPS_BLOCK), STEP_OPS_BLOCK, self.stream](
-            self.sim.reward, np.int32(self.B), np.float32(scale), self.reward)
+        if not self.reward_stats:
+            rl_scale[cdiv(self.B, STEP_OPS_BLOCK), STEP_OPS_BLOCK, self.stream](
+                self.sim.reward, np.int32(self.B), np.float32(scale), self.reward)
+            return
+        rl_reward_norm[1, REWARD_NORM_BLOCK, self.stream](
+            self.sim.reward, np.int32(self.B), np.float32(scale), self.sim.done, self.ret_run, self.reward_flags,
+            self.isv, self.reward, self.reward_stored)
 
     def store_rollout(self, env: EnvBatch, phase: int) -> None:
         rl_rollout_store[store_grid(self.B, self.obs_dim), ROLLOUT_BLOCK, self.stream](

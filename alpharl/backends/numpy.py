@@ -11,14 +11,14 @@ from alpharl import isv as S
 from alpharl.backends.base import SharedOps
 from alpharl.batches import STEP_OUTPUTS, EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.config import TrainConfig
-from alpharl.controllers import reference_controllers, reference_signal_emas
+from alpharl.controllers import reference_controllers, reference_signal_emas, reward_flags, reward_statistics
 from alpharl.cuda_kernels.nets.adam import STATE_COLS
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
 from alpharl.cuda_kernels.step_ops import N_ACC
 from alpharl.nets import MODULES, NetLayout
 from alpharl.prng import STREAM_ACTIONS, seed_states
 from alpharl.reference import learner as RL
-from alpharl.reference.controllers import rl_k_gate
+from alpharl.reference.controllers import rl_k_gate, rl_reward_norm
 from alpharl.reference.lobsim.streams import make_reference_lobsim
 from alpharl.reference.reductions import rl_batch_moments_multi
 from alpharl.reference.replay import PrioritizedReplayReference
@@ -75,6 +75,11 @@ class NumpyBackend(SharedOps):
         self.actions = np.zeros(B, np.int32)
         self.logp = np.zeros(B, np.float32)
         self.reward = np.zeros(B, np.float32)
+        self.reward_flags = reward_flags(config)
+        self.reward_stats = reward_statistics(config)
+        self.reward_stored = np.zeros(B, np.float32) if config.reward_norm else self.reward
+        self.ret_run = np.zeros(B, np.float32)
+        self.anchors = config.adaptive_anchors
         self.prng = seed_states(config.seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(T * B, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
@@ -116,7 +121,11 @@ class NumpyBackend(SharedOps):
         pass
 
     def scale_reward(self, scale: float) -> None:
-        rl_scale(self.sim.reward, self.B, scale, self.reward)
+        if not self.reward_stats:
+            rl_scale(self.sim.reward, self.B, scale, self.reward)
+            return
+        rl_reward_norm(self.sim.reward, self.B, scale, self.sim.done, self.ret_run, self.reward_flags, self.isv,
+                       self.reward, self.reward_stored)
 
     def store_rollout(self, env: EnvBatch, phase: int) -> None:
         rl_rollout_store(self.step_count, self.t_len, self.B, self.obs_dim, phase == ENV_COLLECT, env.obs,
@@ -133,7 +142,7 @@ class NumpyBackend(SharedOps):
               ) -> LearnerOutputs:
         r = RL.update(self.nets.state, self.isv, env, mb, self.layout, dtype=np.float32, mode=phase,
                       gae=self.rollout.gae_inputs(self.lam) if gae else None,
-                      gae_buffers=self.gae_buffers if phase == ENV_GAE else None)
+                      gae_buffers=self.gae_buffers if phase == ENV_GAE else None, rel_update=self.anchors)
         self.nets.state = {k: np.asarray(v, np.float32) if k != "adam_state" else v for k, v in r.state.items()}
         self.isv[:] = r.isv
         self.v_used = np.asarray(r.out.v_used, np.float32)
@@ -151,7 +160,7 @@ class NumpyBackend(SharedOps):
 
     def step_controllers(self) -> None:
         reference_signal_emas(self.isv)
-        reference_controllers(self.isv)
+        reference_controllers(self.isv, anchors=self.anchors)
         self.step_count[0] += 1
 
     def soft_update(self) -> None:

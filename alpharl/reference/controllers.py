@@ -9,10 +9,12 @@ import math
 import numpy as np
 
 from alpharl import isv as S
+from alpharl.cuda_kernels.controllers import anchors as AN
 from alpharl.cuda_kernels.controllers import k_loop as KL
 from alpharl.cuda_kernels.controllers import lr as LR
 from alpharl.cuda_kernels.controllers import per as PER
 from alpharl.cuda_kernels.controllers import ppo as PPO
+from alpharl.cuda_kernels.controllers import reward_norm as RN
 from alpharl.cuda_kernels.controllers import target_tau as TAU
 from alpharl.cuda_kernels.controllers import v_blend as VB
 from alpharl.cuda_kernels.controllers.signals import COL_DST, COL_GATE, COL_SRC
@@ -77,7 +79,10 @@ def _lr_law(lr_prev, sig, isv):
     if not _observed(ema) or ema < 0:
         return f32(lr_prev)
     raw = isv[sig + S.GRAD_NORM_OBS_OFFSET]
-    target = f32(lr_prev * f32(LR.TARGET_GRAD_NORM) / max(ema, f32(LR.LR_EPS)))
+    gn_target = isv[sig + S.GN_TARGET_OFFSET]
+    if not (gn_target > 0 and _finite(gn_target)):
+        gn_target = f32(LR.TARGET_GRAD_NORM)
+    target = f32(f32(lr_prev * gn_target) / max(ema, f32(LR.LR_EPS)))
     s = f32(ema * ema)
     d = f32(raw - ema) if _finite(raw) else ema
     w = max(f32(LR.LR_WIENER_FLOOR), f32(s / (s + d * d)))
@@ -107,13 +112,16 @@ def rl_signal_ema(isv, table, beta, n_rows):
 
 
 def rl_ppo_clip_controller(isv):
-    eps, kl = isv[S.RL_PPO_CLIP_EPS], isv[S.RL_KL_EMA]
+    eps, kl, t = isv[S.RL_PPO_CLIP_EPS], isv[S.RL_KL_EMA], isv[S.RL_KL_TARGET]
+    hi, lo = f32(PPO.KL_TARGET * PPO.KL_BAND), f32(PPO.KL_TARGET / PPO.KL_BAND)
+    if t > 0:
+        hi, lo = f32(t * f32(PPO.KL_BAND)), f32(t / f32(PPO.KL_BAND))
     if eps == 0:
         eps = f32(PPO.CLIP_EPS_BOOTSTRAP)
     elif _observed(kl):
-        if kl > f32(PPO.KL_TARGET * PPO.KL_BAND):
+        if kl > hi:
             eps = f32(eps / f32(PPO.CLIP_EPS_STEP))
-        elif kl < f32(PPO.KL_TARGET / PPO.KL_BAND):
+        elif kl < lo:
             eps = f32(eps * f32(PPO.CLIP_EPS_STEP))
     isv[S.RL_PPO_CLIP_EPS] = _clamp(eps, PPO.CLIP_EPS_MIN, PPO.CLIP_EPS_MAX)
 
@@ -128,11 +136,13 @@ def rl_ratio_clamp_controller(isv):
 
 
 def rl_entropy_coef_controller(isv):
-    coef, h = isv[S.RL_ENTROPY_COEF], isv[S.RL_ENTROPY_EMA]
+    coef, h, target = isv[S.RL_ENTROPY_COEF], isv[S.RL_ENTROPY_EMA], isv[S.RL_ENTROPY_TARGET]
+    if not target > 0:
+        target = f32(PPO.ENTROPY_TARGET)
     if coef == 0:
         coef = f32(PPO.ENTROPY_COEF_BOOTSTRAP)
     elif _observed(h) and h > 0:
-        gap = f32((f32(PPO.ENTROPY_TARGET) - h) / f32(PPO.ENTROPY_TARGET))
+        gap = f32((target - h) / target)
         coef = f32(coef * f32(math.exp(f32(PPO.ENTROPY_GAIN) * gap)))
     isv[S.RL_ENTROPY_COEF] = _clamp(coef, PPO.ENTROPY_COEF_MIN, PPO.ENTROPY_COEF_MAX)
 
@@ -168,17 +178,99 @@ def rl_per_controller(isv):
 
 
 def rl_k_loop_controller(isv):
-    mult, a, r = isv[S.RL_K_LOOP_MULT], isv[S.RL_ADV_VAR_EMA], isv[S.RL_RETURN_VAR_EMA]
+    mult, a, r, fl = isv[S.RL_K_LOOP_MULT], isv[S.RL_ADV_VAR_EMA], isv[S.RL_RETURN_VAR_EMA], isv[S.RL_K_RATIO_FLOOR]
+    hi, lo = f32(KL.K_RATIO_HI), f32(KL.K_RATIO_LO)
+    if 0 < fl <= 1:
+        hi, lo = f32(fl + f32(hi * f32(1 - fl))), f32(fl + f32(lo * f32(1 - fl)))
     if mult == 0:
         mult = f32(S.K_FIXED_POINT)
     elif _observed(a) and _observed(r) and a > 0 and r > 0:
         ratio = f32(a / r)
-        if ratio > f32(KL.K_RATIO_HI):
+        if ratio > hi:
             mult = f32(mult + f32(KL.K_STEP))
-        elif ratio < f32(KL.K_RATIO_LO):
+        elif ratio < lo:
             mult = f32(mult - f32(KL.K_STEP))
     isv[S.RL_K_LOOP_MULT] = _clamp(mult, S.K_FIXED_POINT, S.K_MAX * S.K_FIXED_POINT)
 
 
 def rl_k_gate(isv, k, gate):
     gate[0] = 1 if k < S.decode_k(isv) else 0
+
+
+def rl_anchor_controller(isv, flags):
+    if not isv[S.RL_REWARD_GAIN] > 0:
+        isv[S.RL_REWARD_GAIN] = f32(1)
+    if not isv[S.RL_SUPPORT_V_MAX] > 0:
+        isv[S.RL_SUPPORT_V_MAX], isv[S.RL_SUPPORT_V_MIN] = f32(S.V_MAX_BOOTSTRAP), f32(S.V_MIN_BOOTSTRAP)
+    if not flags & AN.FLAG_ANCHORS:
+        return
+    for ema_slot in S.GRAD_NORM_EMA_SLOTS:
+        ema, rho = isv[ema_slot], isv[ema_slot + AN.REL_FROM_EMA]
+        if _observed(ema) and ema > 0 and _observed(rho) and rho > 0:
+            isv[ema_slot + S.GN_TARGET_OFFSET] = f32(f32(ema * f32(AN.REL_UPDATE_TARGET)) / rho)
+    h = isv[S.RL_ENTROPY_EMA]
+    if S.decode_k(isv) == 1:
+        isv[S.RL_KL_TARGET] = isv[S.RL_KL_EMA]
+    elif _observed(h) and h > 0:
+        isv[S.RL_KL_TARGET] = f32(f32(AN.KL_PER_NAT) * h)
+    tau = isv[S.RL_TARGET_TAU]
+    if not (tau > 0 and _finite(tau)):
+        tau = f32(TAU.TAU_BOOTSTRAP)
+    n1 = f32(AN.N_ACTIONS - 1)
+    p = min(f32(tau), f32(0.5 / (AN.N_ACTIONS - 1)))
+    q = f32(1 - n1 * p)
+    isv[S.RL_ENTROPY_TARGET] = f32(-q * f32(math.log(q)) - f32(n1 * p) * f32(math.log(p)))
+    adv_var, ret_var = isv[S.RL_ADV_VAR_EMA], isv[S.RL_RETURN_VAR_EMA]
+    if _observed(adv_var) and _observed(ret_var) and adv_var > 0 and ret_var > 0:
+        ratio = min(f32(adv_var / ret_var), f32(1))
+        fl = isv[S.RL_K_RATIO_FLOOR]
+        if fl > 0:
+            ratio = min(ratio, f32(fl + f32(f32(AN.K_FLOOR_LEAK) * f32(ratio - fl))))
+        isv[S.RL_K_RATIO_FLOOR] = ratio
+
+
+def rl_reward_norm(reward, n, scale, done, ret_run, flags, isv, out, out_stored):
+    """out_stored = reward x scale (r), the running statistics of r, r^2 and R^2 (R_b <- gamma R_b + r_b,
+    0 after done, in place), the gain (FLAG_NORM), the support (FLAG_SUPPORT); out = r x gain."""
+    x = np.asarray(reward[:n], np.float32) * f32(scale)
+    out_stored[:n] = x
+    ok = np.isfinite(x)
+    gamma = f32(isv[S.RL_GAMMA])
+    with np.errstate(invalid="ignore"):  # a non-finite r: its R is held below
+        ret = (gamma * np.asarray(ret_run[:n], np.float32) + x).astype(np.float32)
+        kept = ret * (f32(1) - np.asarray(done[:n], np.float32))
+    seen = int(ok.sum())
+    if seen < n:
+        isv[S.RL_NAN_SIGNALS] += f32(n - seen)
+    ret_run[:n] = np.where(ok, kept, ret_run[:n])
+    if seen > 0:
+        x64, ret64 = x[ok].astype(np.float64), ret[ok].astype(np.float64)
+        c = isv[S.RL_REWARD_NORM_COUNT]
+        w = f32(f32(1) / min(f32(c + f32(1)), f32(RN.REWARD_NORM_HORIZON)))
+        for slot, obs in ((S.RL_REWARD_MEAN_EMA, x64.sum() / seen), (S.RL_REWARD_SQ_EMA, (x64 * x64).sum() / seen),
+                          (S.RL_RETURN_SQ_EMA, (ret64 * ret64).sum() / seen)):
+            isv[slot] = f32(f32(f32(1) - w) * isv[slot] + w * f32(obs))
+        isv[S.RL_REWARD_NORM_COUNT] = min(f32(c + f32(1)), f32(RN.REWARD_NORM_HORIZON))
+    ms = isv[S.RL_RETURN_SQ_EMA]
+    live = ms > 0 and _finite(ms)
+    g = isv[S.RL_REWARD_GAIN]
+    if not (g > 0 and _finite(g)):
+        g = f32(1)
+    if not flags & RN.FLAG_NORM:
+        g = f32(1)
+    elif live:
+        g = f32(f32(1) / f32(np.sqrt(ms)))
+    isv[S.RL_REWARD_GAIN] = g
+    v_max = isv[S.RL_SUPPORT_V_MAX]
+    if not (v_max > 0 and _finite(v_max)):
+        v_max = f32(S.V_MAX_BOOTSTRAP)
+        isv[S.RL_SUPPORT_V_MIN] = f32(S.V_MIN_BOOTSTRAP)
+    elif flags & RN.FLAG_SUPPORT and live:
+        tau = isv[S.RL_TARGET_TAU]
+        if not tau > 0:
+            tau = f32(TAU.TAU_BOOTSTRAP)
+        aim = f32(f32(f32(RN.SUPPORT_RMS_MULT) * f32(np.sqrt(ms))) * g)
+        v_max = _clamp(v_max + f32(tau * f32(aim - v_max)), RN.SUPPORT_V_MAX_LO, RN.SUPPORT_V_MAX_HI)
+        isv[S.RL_SUPPORT_V_MIN] = -v_max
+    isv[S.RL_SUPPORT_V_MAX] = v_max
+    out[:n] = x * g if g != 1 else x

@@ -56,8 +56,9 @@ def pi_logits(p, layout: NetLayout, obs) -> np.ndarray:
     return np.asarray(R.linear(h, *_w(p, layout, "pi.out")), np.float32)
 
 
-def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64) -> dict:
-    """Every activation of the update at parameters p (online) and target (encoder + Q)."""
+def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64, support=None) -> dict:
+    """Every activation of the update at parameters p (online) and target (encoder + Q); V_dq on the
+    C51 support [V_MIN, V_MAX] (None: the bootstrap +-10)."""
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     b, m, n_next = len(env.action), len(rep.action), len(env.obs_next)
     x0 = np.concatenate([cast(env.obs), cast(rep.obs), cast(rep.obs_next), cast(env.obs_next)])
@@ -68,7 +69,7 @@ def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype
         "b": b, "m": m, "n_next": n_next, "x0": x0, "h1": h1, "h": h,
         "q_adv": R.linear(h[o_s:o_tp1], *_w(p, layout, "q.adv")),
         "t_adv": R.linear(th, *_w(target, layout, "q.adv")),
-        **N.forward(h, th, p, target, layout, b),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
+        **N.forward(h, th, p, target, layout, b, support),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
         "o_s": o_s, "o_sp": o_sp, "o_tp1": o_tp1,
     }
 
@@ -76,12 +77,16 @@ def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype
 def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64, mode: int = ENV_ONE_STEP,
             gae=None, gae_buffers: dict | None = None) -> dict:
     """The stop-gradient quantities: a*, projected C51 target, V blend (updates isv), advantage, return and the
-    PPO advantage (ENV_COLLECT: none of the last three; ENV_GAE: from gae_buffers, filled by rl_gae if gae)."""
+    PPO advantage (ENV_COLLECT: none of the last three; ENV_GAE: from gae_buffers, filled by rl_gae if gae).
+
+    The C51 target reads the support and the replay rewards at the reward gain held in isv."""
     b, m, n_next = fw["b"], fw["m"], fw["n_next"]
     gamma = dtype(isv[S.RL_GAMMA])
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
-    a_star = R.argmax_expected_q(fw["q_adv"][m:], fw["q_val"][fw["o_sp"]:fw["o_tp1"]])
-    m_tgt, e_target = R.c51_target(fw["t_adv"], fw["t_val"], a_star, cast(rep.reward), cast(rep.done), gamma)
+    sup = R.support_of(isv)
+    a_star = R.argmax_expected_q(fw["q_adv"][m:], fw["q_val"][fw["o_sp"]:fw["o_tp1"]], sup)
+    m_tgt, e_target = R.c51_target(fw["t_adv"], fw["t_val"], a_star, replay_reward(rep, isv, dtype), cast(rep.done),
+                                   gamma, sup)
     v_scalar, v_dq = fw["v_out"], fw["v_dq"]
     RC.rl_v_blend_alpha_controller(v_scalar[:b], v_dq[:b], b, isv)
     v_used = np.zeros(b, np.float32)
@@ -103,13 +108,21 @@ def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64, mo
     return fixed
 
 
+def replay_reward(rep: ReplayBatch, isv, dtype=np.float64):
+    """The replay minibatch's rewards in learning units: as stored, times the reward gain (``reward_gain``)."""
+    r = np.asarray(rep.reward, dtype)
+    g = R.gain_of(isv)
+    return r * dtype(g) if g != 1 else r
+
+
 def head_losses(fw: dict, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv, dtype=np.float64) -> dict:
     """Per-sample losses and d(loss)/d(head output) of all five heads at fixed targets (no PPO/V losses and
     zero gradients of theirs where ``fixed`` has no PPO advantage: a collect step)."""
     b, m = fw["b"], fw["m"]
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     ce, lq, d_adv, d_val, e_online = R.c51_loss(fw["q_adv"][:m], fw["q_val"][fw["o_s"]:fw["o_sp"]],
-                                                 np.asarray(rep.action), fixed["m"], cast(rep.is_weight))
+                                                 np.asarray(rep.action), fixed["m"], cast(rep.is_weight),
+                                                 R.support_of(isv))
     if fixed["ppo_adv"] is None:
         pl = d_pi = ent = kl = ratio = vl = None
         d_pi, dv = np.zeros((b, fw["pi_logits"].shape[1]), fw["pi_logits"].dtype), np.zeros(b, fw["v_out"].dtype)
@@ -129,7 +142,7 @@ def total_loss(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, fi
                dtype=np.float64) -> float:
     """L = L_q (IS-weighted) + L_pi + L_v + L_bce + L_aux at parameters p, targets held fixed (no L_pi, L_v on
     a collect step)."""
-    fw = forward(p, target, layout, env, rep, dtype)
+    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv))
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
     ppo_v = 0.0 if hl["pi"] is None else hl["pi"].mean() + hl["v"].mean()
     return float(hl["q_loss_weighted"] + ppo_v + hl["bce"].mean() + hl["aux"].mean())
@@ -161,10 +174,21 @@ def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
     return g
 
 
+def relative_update(p_w, g_w, m_w, v_w, t: int, lr: float, ref_sq: float) -> float:
+    """rl_grad_guard's rho = lr ||u|| / max(||p_w||, sqrt(ref_sq)) of the Adam step at step t
+    (u = m_hat / (sqrt(v_hat) + eps), from this gradient and the last moments); 0 when the norm is 0."""
+    m1, v1 = R.adam_moments(m_w, v_w, g_w)
+    u = (m1 / (1 - KA.ADAM_BETA1 ** t)) / (np.sqrt(v1 / (1 - KA.ADAM_BETA2 ** t)) + KA.ADAM_EPS)
+    pn = np.sqrt(max((p_w * p_w).sum(), ref_sq))
+    return float(lr * np.sqrt((u * u).sum()) / pn) if pn > 0 else 0.0
+
+
 def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout, dtype=np.float64,
-           mode: int = ENV_ONE_STEP, gae=None, gae_buffers: dict | None = None) -> UpdateResult:
+           mode: int = ENV_ONE_STEP, gae=None, gae_buffers: dict | None = None, rel_update: bool = False
+           ) -> UpdateResult:
     """One whole learning update. state: params, adam_m, adam_v, target, adam_state (as Nets.state_dict()).
-    mode, gae, gae_buffers: see the module docstring.
+    mode, gae, gae_buffers: see the module docstring. rel_update: also each learning module's relative update
+    into its RL_OBS_*_REL_UPDATE slot (rl_grad_guard's flag).
 
     Returns the new state, the updated isv (a copy), the gradient and every per-sample output (the PPO/V ones
     None on a collect step).
@@ -172,7 +196,7 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
     isv = np.array(isv, np.float32, copy=True)
     p = np.asarray(state["params"], dtype)
     target = np.asarray(state["target"], dtype)
-    fw = forward(p, target, layout, env, rep, dtype)
+    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv))
     fixed = targets(fw, env, rep, isv, dtype, mode, gae, gae_buffers)
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
     g = gradients(p, layout, fw, hl)
@@ -198,13 +222,18 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
             st[k, KA.STATE_ARMED] = 0
             isv[S.RL_NAN_SKIPS_Q + k] += 1
             continue
+        if rel_update:
+            nw = layout.n_w[mod]
+            isv[S.RL_OBS_Q_REL_UPDATE + k] = relative_update(
+                p[sl][:nw], gm[:nw], new_m[sl][:nw], new_v[sl][:nw], int(st[k, KA.STATE_STEP]) + 1,
+                dtype(isv[S.RL_LR_Q + k]), layout.w_ref_sq[mod])
         st[k, KA.STATE_STEP] += 1
         st[k, KA.STATE_ARMED] = 1
         new_p[sl], new_m[sl], new_v[sl] = R.adam(p[sl], gm, new_m[sl], new_v[sl], st[k, KA.STATE_STEP],
                                                  dtype(isv[S.RL_LR_Q + k]))
     n, o_tp1, n_next = fw["b"], fw["o_tp1"], fw["n_next"]
     gamma = dtype(isv[S.RL_GAMMA])
-    r_rep = np.asarray(rep.reward, dtype)
+    r_rep = replay_reward(rep, isv, dtype)
     td = r_rep + gamma * (1 - np.asarray(rep.done, dtype)) * fixed["e_target"] - hl["e_online"]
     out = LearnerOutputs(
         q_priority=hl["q_ce"], td=td, entropy=hl["entropy"], kl=hl["kl"], ratio=hl["ratio"],

@@ -22,11 +22,12 @@ def layer_wb(p, layout, name: str):
     return p[layer.w].reshape(layer.k_in, layer.n_out), p[layer.b]
 
 
-def forward(h, th, p, target, layout, n_b: int) -> dict:
+def forward(h, th, p, target, layout, n_b: int, support=None) -> dict:
     """rl_narrow_forward: q_val, v_out, v_dq on every row of h; pi_logits, bce_out, aux_out on its first n_b
-    rows; t_val = the target's q.val on th."""
+    rows; t_val = the target's q.val on th. V_dq on the support [V_MIN, V_MAX] (None: +-10)."""
     q_val = R.linear(h, *layer_wb(p, layout, "q.val"))
-    return {"q_val": q_val, "v_out": R.linear(h, *layer_wb(p, layout, "v.out"))[:, 0], "v_dq": R.v_dq(q_val),
+    return {"q_val": q_val, "v_out": R.linear(h, *layer_wb(p, layout, "v.out"))[:, 0],
+            "v_dq": R.v_dq(q_val, support),
             "pi_logits": R.linear(h[:n_b], *layer_wb(p, layout, "pi.out")),
             "bce_out": R.linear(h[:n_b], *layer_wb(p, layout, "bce.out"))[:, 0],
             "aux_out": R.linear(h[:n_b], *layer_wb(p, layout, "aux.out"))[:, 0],

@@ -10,13 +10,41 @@ from __future__ import annotations
 
 import numpy as np
 
+from alpharl import isv as S
 from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import losses as KL
-from alpharl.sizes import DELTA_Z, N_ACTIONS, N_ATOMS, V_MAX, V_MIN
+from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 
-def supports(dtype=np.float64):
-    return (V_MIN + np.arange(N_ATOMS) * DELTA_Z).astype(dtype)
+# ------------------------------------------------------------ the support
+def support_of(isv=None) -> np.ndarray:
+    """float32 [V_MIN, V_MAX] of the C51 support held in the ISV, read as ``support_grid`` reads it
+    (slots at sentinel or not ordered: the bootstrap +-10); None: the bootstrap."""
+    boot = np.array([S.V_MIN_BOOTSTRAP, S.V_MAX_BOOTSTRAP], np.float32)
+    if isv is None:
+        return boot
+    lo, hi = np.float32(isv[S.RL_SUPPORT_V_MIN]), np.float32(isv[S.RL_SUPPORT_V_MAX])
+    with np.errstate(over="ignore", invalid="ignore"):
+        ok = bool(hi > lo) and np.isfinite(np.float32(hi - lo))
+    return np.array([lo, hi], np.float32) if ok else boot
+
+
+def grid(support=None, dtype=np.float64):
+    """(V_MIN, V_MAX, DELTA_Z, z [N_ATOMS]) in ``dtype`` of a support [V_MIN, V_MAX] (None: the bootstrap)."""
+    lo, hi = (np.asarray(support_of() if support is None else support)).astype(dtype)
+    dz = dtype((hi - lo) / dtype(N_ATOMS - 1))
+    return lo, hi, dz, (lo + np.arange(N_ATOMS).astype(dtype) * dz).astype(dtype)
+
+
+def supports(dtype=np.float64, support=None):
+    """The atoms z_j = V_MIN + j DELTA_Z of a support [V_MIN, V_MAX] (None: the bootstrap +-10)."""
+    return grid(support, dtype)[3]
+
+
+def gain_of(isv=None) -> np.float32:
+    """The reward normaliser's gain as ``reward_gain`` reads it (sentinel or not positive: 1)."""
+    g = np.float32(1.0) if isv is None else np.float32(isv[S.RL_REWARD_GAIN])
+    return g if (g > 0 and np.isfinite(g)) else np.float32(1.0)
 
 
 # ------------------------------------------------------------------ layers
@@ -46,32 +74,33 @@ def dueling_logits(adv, val):
     return val[:, None, :] + a - a.mean(axis=1, keepdims=True)
 
 
-def v_dq(val):
-    """V_dq = sum_z softmax(val)[z] z_j (rl_v_dq)."""
-    return (np.exp(log_softmax(val)) * supports(val.dtype)).sum(axis=-1)
+def v_dq(val, support=None):
+    """V_dq = sum_z softmax(val)[z] z_j (rl_v_dq) on a support [V_MIN, V_MAX] (None: +-10)."""
+    return (np.exp(log_softmax(val)) * supports(val.dtype.type, support)).sum(axis=-1)
 
 
-def expected_q(adv, val):
+def expected_q(adv, val, support=None):
     """E[Z(s, a)] for every action: [n, N_ACTIONS]."""
-    return (np.exp(log_softmax(dueling_logits(adv, val))) * supports(val.dtype)).sum(axis=-1)
+    return (np.exp(log_softmax(dueling_logits(adv, val))) * supports(val.dtype.type, support)).sum(axis=-1)
 
 
-def argmax_expected_q(adv, val):
+def argmax_expected_q(adv, val, support=None):
     """a* = argmax_a E[Z(s, a)], ties to the lowest index (np.argmax's rule); int32 [n]."""
-    return np.argmax(expected_q(adv, val), axis=1).astype(np.int32)
+    return np.argmax(expected_q(adv, val, support), axis=1).astype(np.int32)
 
 
-def c51_project(q, reward, done, gamma):
+def c51_project(q, reward, done, gamma, support=None):
     """Project q [n, N_ATOMS] shifted by r + gamma (1 - done) z onto the supports (rl_c51_loss).
 
-    l == u (b an exact integer) gives all of q_j to l.
+    The support [V_MIN, V_MAX] (None: +-10) gives z_j = V_MIN + j DELTA_Z; Tz is clamped to
+    [V_MIN, V_MAX], b = (Tz - V_MIN) / DELTA_Z. l == u (b an exact integer) gives all of q_j to l.
     """
     dt = q.dtype
     n = q.shape[0]
-    z = supports(dt)
+    v_min, v_max, dz, z = grid(support, dt.type)
     disc = (gamma * (1 - done)).astype(dt)
-    tz = np.clip(reward[:, None].astype(dt) + disc[:, None] * z[None, :], V_MIN, V_MAX)
-    b = np.clip((tz - dt.type(V_MIN)) / dt.type(DELTA_Z), 0, N_ATOMS - 1)
+    tz = np.clip(reward[:, None].astype(dt) + disc[:, None] * z[None, :], v_min, v_max)
+    b = np.clip((tz - v_min) / dz, 0, N_ATOMS - 1)
     bad = ~(np.isfinite(reward) & np.isfinite(disc)) | ~np.isfinite(b).all(axis=1)
     b = np.where(np.isfinite(b), b, 0)  # keep indices in range; bad rows are poisoned below
     lo = np.floor(b).astype(np.int64)
@@ -85,14 +114,14 @@ def c51_project(q, reward, done, gamma):
     return m
 
 
-def c51_target(t_adv, t_val, a_star, reward, done, gamma):
+def c51_target(t_adv, t_val, a_star, reward, done, gamma, support=None):
     """(m projected target [n, N_ATOMS], E[Z_target(s', a*)] [n])."""
     n = t_adv.shape[0]
     q = np.exp(log_softmax(dueling_logits(t_adv, t_val)[np.arange(n), a_star]))
-    return c51_project(q, reward, done, gamma), (q * supports(q.dtype)).sum(axis=1)
+    return c51_project(q, reward, done, gamma, support), (q * supports(q.dtype.type, support)).sum(axis=1)
 
 
-def c51_loss(adv, val, actions, m, is_w):
+def c51_loss(adv, val, actions, m, is_w, support=None):
     """(per-sample CE [n], weighted mean loss, d_adv, d_val, E[Z(s, a)]) for a fixed projected target m."""
     n = adv.shape[0]
     lp = log_softmax(dueling_logits(adv, val)[np.arange(n), actions])
@@ -102,13 +131,14 @@ def c51_loss(adv, val, actions, m, is_w):
     sel = np.zeros((n, N_ACTIONS, 1), adv.dtype)
     sel[np.arange(n), actions] = 1
     d_adv = (g[:, None, :] * (sel - 1.0 / N_ACTIONS)).reshape(n, -1)
-    return ce, (is_w * ce).sum() / n, d_adv, g, (p * supports(p.dtype)).sum(axis=1)
+    return ce, (is_w * ce).sum() / n, d_adv, g, (p * supports(p.dtype.type, support)).sum(axis=1)
 
 
-def rl_c51_loss(adv, val, actions, t_adv, t_val, a_star, reward, done, is_w, gamma):
-    """Whole rl_c51_loss: (loss [n], td [n], d_adv, d_val)."""
-    m, e_target = c51_target(t_adv, t_val, a_star, reward, done, gamma)
-    ce, _, d_adv, d_val, e_online = c51_loss(adv, val, actions, m, is_w)
+def rl_c51_loss(adv, val, actions, t_adv, t_val, a_star, reward, done, is_w, gamma, support=None, gain=1.0):
+    """Whole rl_c51_loss: (loss [n], td [n], d_adv, d_val); reward in learning units = reward x gain."""
+    reward = reward * reward.dtype.type(gain) if gain != 1 else reward
+    m, e_target = c51_target(t_adv, t_val, a_star, reward, done, gamma, support)
+    ce, _, d_adv, d_val, e_online = c51_loss(adv, val, actions, m, is_w, support)
     td = reward + gamma * (1 - done) * e_target - e_online
     return ce, td, d_adv, d_val
 
@@ -165,11 +195,16 @@ def advantage_return(reward, done, v_used, v_used_tp1, gamma):
     return a, a + v_used
 
 
+def adam_moments(m, v, grad):
+    """This step's Adam moments (m', v') from the last ones and the gradient."""
+    b1, b2 = KA.ADAM_BETA1, KA.ADAM_BETA2
+    return b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
+
+
 def adam(params, grad, m, v, t, lr):
     """One bias-corrected Adam step at step count t (already advanced); returns (params, m, v)."""
     b1, b2 = KA.ADAM_BETA1, KA.ADAM_BETA2
-    m = b1 * m + (1 - b1) * grad
-    v = b2 * v + (1 - b2) * grad * grad
+    m, v = adam_moments(m, v, grad)
     m_hat = m / (1 - b1 ** t)
     v_hat = v / (1 - b2 ** t)
     return params - lr * m_hat / (np.sqrt(v_hat) + KA.ADAM_EPS), m, v

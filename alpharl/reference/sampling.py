@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpharl.prng import uniform24_np, xorshift32_np
+from alpharl.reference import nets as R
 
 f32 = np.float32
 
@@ -47,8 +48,10 @@ def rl_pi_action_kernel(pi_logits, prng_state, actions, logp):
     logp[:] = lp
 
 
-def rl_action_kernel(q_logits, supports, prng_state, actions):
-    """Thompson action: one atom per action (action order), argmax of the sampled returns, ties low."""
+def rl_action_kernel(q_logits, isv, prng_state, actions):
+    """Thompson action: one atom per action (action order), argmax of the sampled returns on the ISV's
+    support, ties low."""
+    supports = R.supports(f32, R.support_of(isv))
     q_logits = np.asarray(q_logits, dtype=f32)
     n_b, n_a, _ = q_logits.shape
     s = np.asarray(prng_state, dtype=np.uint32)

@@ -1,9 +1,9 @@
 """K-loop: learning iterations per env step, ``rl_k_loop_controller`` and the device-side gate ``rl_k_gate``."""
-from numba import float32, int32
+from numba import cuda, float32, int32
 
 from alpharl.cuda_kernels.controllers.common import clampf, observed
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import K_FIXED_POINT, K_MAX, RL_ADV_VAR_EMA, RL_K_LOOP_MULT, RL_RETURN_VAR_EMA
+from alpharl.isv import K_FIXED_POINT, K_MAX, RL_ADV_VAR_EMA, RL_K_LOOP_MULT, RL_K_RATIO_FLOOR, RL_RETURN_VAR_EMA
 
 #: Advantage-variance ratio above which more updates per env step are worth it.
 K_RATIO_HI = 0.5
@@ -22,19 +22,35 @@ def rl_k_loop_controller(isv):
     baseline (ratio > 0.5) earns more learning iterations per env step
     (+0.05 K); a good one (ratio < 0.1) fewer (-0.05 K); else hold. Clamp
     [1, K_MAX] x 2048. Bootstrap 2048 (K = 1). Launch [1, 1].
+    Anchored (isv[RL_K_RATIO_FLOOR] = f > 0, --adaptive-anchors): the thresholds become
+    f + 0.5 (1 - f) and f + 0.1 (1 - f), f the best ratio the baseline has reached lately
+    (controllers/anchors.py).
     """
     mult = isv[RL_K_LOOP_MULT]
     a = isv[RL_ADV_VAR_EMA]
     r = isv[RL_RETURN_VAR_EMA]
+    f = isv[RL_K_RATIO_FLOOR]
+    hi = float32(K_RATIO_HI)
+    lo = float32(K_RATIO_LO)
+    if f > float32(0.0) and f <= float32(1.0):
+        hi = f + hi * (float32(1.0) - f)
+        lo = f + lo * (float32(1.0) - f)
     if mult == 0.0:
         mult = float32(K_FIXED_POINT)
     elif observed(a) and observed(r) and a > 0.0 and r > 0.0:
         ratio = a / r
-        if ratio > float32(K_RATIO_HI):
+        if ratio > hi:
             mult = mult + float32(K_STEP)
-        elif ratio < float32(K_RATIO_LO):
+        elif ratio < lo:
             mult = mult - float32(K_STEP)
     isv[RL_K_LOOP_MULT] = clampf(mult, float32(K_FIXED_POINT), float32(K_MAX * K_FIXED_POINT))
+
+
+@cuda.jit(device=True)
+def k_of(isv):
+    """K = clamp(round(isv[404] / 2048), 1, K_MAX): the learning iterations of this step."""
+    kk = int32(round(isv[RL_K_LOOP_MULT] / float32(K_FIXED_POINT)))
+    return min(max(kk, int32(1)), int32(K_MAX))
 
 
 @kernel("void(float32[::1], int32, int32[::1])")
@@ -45,6 +61,4 @@ def rl_k_gate(isv, k, gate):
     starts with this kernel and every learning kernel exits at once when its
     gate is 0. K is thus decided on the device with no host read. Launch [1, 1].
     """
-    kk = int32(round(isv[RL_K_LOOP_MULT] / float32(K_FIXED_POINT)))
-    kk = min(max(kk, int32(1)), int32(K_MAX))
-    gate[0] = int32(1) if k < kk else int32(0)
+    gate[0] = int32(1) if k < k_of(isv) else int32(0)

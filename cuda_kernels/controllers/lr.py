@@ -10,12 +10,15 @@ Cold start: lr_prev at sentinel 0 -> LR_BOOTSTRAP; on the first observation the
 EMA equals the raw value, N = 0, w = 1: the target replaces lr directly.
 Signal slot -1: no signal for that head -> LR_BOOTSTRAP. Unobserved (0) or
 non-finite signal: hold lr.
+TARGET_GRAD_NORM is the head's isv[gn_target_*] slot (its EMA slot + GN_TARGET_OFFSET) where
+positive: --adaptive-anchors writes it (controllers/anchors.py); only the target changes, the law
+above is the seed's.
 """
 from numba import cuda, float32, int32
 
 from alpharl.cuda_kernels.controllers.common import clampf, finite, observed
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import GRAD_NORM_OBS_OFFSET, LR_BOOTSTRAP, LR_MAX, LR_MIN, LR_SLOTS, RL_LR_Q
+from alpharl.isv import GN_TARGET_OFFSET, GRAD_NORM_OBS_OFFSET, LR_BOOTSTRAP, LR_MAX, LR_MIN, LR_SLOTS, RL_LR_Q
 
 #: Grad-norm the controller steers every head toward (seed: 1.0).
 TARGET_GRAD_NORM = 1.0
@@ -39,7 +42,10 @@ def lr_law(lr_prev, signal_slot, isv):
     if not observed(ema) or ema < 0.0:
         return lr_prev
     raw = isv[signal_slot + GRAD_NORM_OBS_OFFSET]
-    target = lr_prev * float32(TARGET_GRAD_NORM) / max(ema, float32(LR_EPS))
+    gn_target = isv[signal_slot + GN_TARGET_OFFSET]
+    if not (gn_target > float32(0.0)) or not finite(gn_target):
+        gn_target = float32(TARGET_GRAD_NORM)
+    target = lr_prev * gn_target / max(ema, float32(LR_EPS))
     s = ema * ema
     d = raw - ema if finite(raw) else ema
     w = max(float32(LR_WIENER_FLOOR), s / (s + d * d))

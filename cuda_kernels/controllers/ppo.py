@@ -14,7 +14,9 @@ from alpharl.isv import (
     N_ACTIONS_LN,
     RL_ENTROPY_COEF,
     RL_ENTROPY_EMA,
+    RL_ENTROPY_TARGET,
     RL_KL_EMA,
+    RL_KL_TARGET,
     RL_PPO_CLIP_EPS,
     RL_PPO_RATIO_CLAMP,
     RL_RATIO_TAIL_EMA,
@@ -57,16 +59,23 @@ def rl_ppo_clip_controller(isv):
 
     Rule: KL above KL_TARGET x 1.5 (the policy moved too far per update) ->
     eps / 1.05; KL below KL_TARGET / 1.5 -> eps x 1.05; else hold. Clamp
-    [0.05, 0.3]. Bootstrap 0.2. Launch [1, 1].
+    [0.05, 0.3]. Bootstrap 0.2. Launch [1, 1]. KL_TARGET is isv[RL_KL_TARGET]
+    where positive (--adaptive-anchors, controllers/anchors.py), else the constant.
     """
     eps = isv[RL_PPO_CLIP_EPS]
     kl = isv[RL_KL_EMA]
+    t = isv[RL_KL_TARGET]
+    hi = float32(KL_TARGET * KL_BAND)
+    lo = float32(KL_TARGET / KL_BAND)
+    if t > float32(0.0):
+        hi = t * float32(KL_BAND)
+        lo = t / float32(KL_BAND)
     if eps == 0.0:
         eps = float32(CLIP_EPS_BOOTSTRAP)
     elif observed(kl):
-        if kl > float32(KL_TARGET * KL_BAND):
+        if kl > hi:
             eps = eps / float32(CLIP_EPS_STEP)
-        elif kl < float32(KL_TARGET / KL_BAND):
+        elif kl < lo:
             eps = eps * float32(CLIP_EPS_STEP)
     isv[RL_PPO_CLIP_EPS] = clampf(eps, float32(CLIP_EPS_MIN), float32(CLIP_EPS_MAX))
 
@@ -97,13 +106,17 @@ def rl_entropy_coef_controller(isv):
     Rule: coef x exp(0.05 (H* - H) / H*) with H the entropy EMA: entropy below
     target (policy collapsing) raises the bonus, above it lowers the bonus,
     proportionally to the relative gap. Clamp [1e-4, 0.1]. Bootstrap 0.01.
-    Launch [1, 1].
+    Launch [1, 1]. H* is isv[RL_ENTROPY_TARGET] where positive (--adaptive-anchors,
+    controllers/anchors.py), else the constant.
     """
     coef = isv[RL_ENTROPY_COEF]
     h = isv[RL_ENTROPY_EMA]
+    target = isv[RL_ENTROPY_TARGET]
+    if not (target > float32(0.0)):
+        target = float32(ENTROPY_TARGET)
     if coef == 0.0:
         coef = float32(ENTROPY_COEF_BOOTSTRAP)
     elif observed(h) and h > 0.0:
-        gap = (float32(ENTROPY_TARGET) - h) / float32(ENTROPY_TARGET)
+        gap = (target - h) / target
         coef = coef * math.exp(float32(ENTROPY_GAIN) * gap)
     isv[RL_ENTROPY_COEF] = clampf(coef, float32(ENTROPY_COEF_MIN), float32(ENTROPY_COEF_MAX))

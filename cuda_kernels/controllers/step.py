@@ -2,16 +2,18 @@
 step counter in one launch.
 
 In the step's CUDA graph each node costs a few µs however little it does, and
-these eight were each a single block or a single thread: the signal EMAs
-(``rl_signal_ema``), the per-head learning rates (``rl_lr_controller``), the six
-scalar controllers (clip, ratio bound, entropy coefficient, tau, PER, K) and the
-device step counter. The fused kernel runs the very same Python functions,
+these nine were each a single block or a single thread: the signal EMAs
+(``rl_signal_ema``), the controllers' anchors (``rl_anchor_controller``: with
+--adaptive-anchors, else only its sentinel bootstraps), the per-head learning
+rates (``rl_lr_controller``), the six scalar controllers (clip, ratio bound,
+entropy coefficient, tau, PER, K) and the device step counter. The fused kernel runs the very same Python functions,
 compiled as device functions, in the same order, with a block barrier between
 the stages that read what the previous one wrote; the separate kernels stay the
 units the controller tests and gates exercise one by one.
 """
 from numba import cuda
 
+from alpharl.cuda_kernels.controllers.anchors import rl_anchor_controller
 from alpharl.cuda_kernels.controllers.k_loop import rl_k_loop_controller
 from alpharl.cuda_kernels.controllers.lr import N_LR_HEADS, rl_lr_controller
 from alpharl.cuda_kernels.controllers.per import rl_per_controller
@@ -42,19 +44,24 @@ SCALAR_CONTROLLERS = (
     rl_k_loop_controller,
 )
 _signal_ema = _as_device(rl_signal_ema)
+_anchors = _as_device(rl_anchor_controller)
 _lr = _as_device(rl_lr_controller)
 _c0, _c1, _c2, _c3, _c4, _c5 = (_as_device(k) for k in SCALAR_CONTROLLERS)
 _tick = _as_device(rl_step_tick)
 
 
 @kernel("void(float32[::1], int32[:, ::1], float32[::1], int32, int32, int32, int32, int32, int32, int32, "
-        "int64[::1])")
+        "int64[::1], int32)")
 def rl_step_controllers(isv, table, beta, n_rows, q_signal_slot, pi_signal_slot, v_signal_slot, bce_signal_slot,
-                        aux_signal_slot, enc_signal_slot, counter):
-    """Signal EMAs (table rows < n_rows), then the LR controller (signal slots as rl_lr_controller's),
-    then SCALAR_CONTROLLERS (thread 0, in that order: clip, ratio bound, entropy coefficient, tau, PER, K), then
-    counter[0] += 1. Launch [1, STEP_CONTROLLERS_BLOCK]."""
+                        aux_signal_slot, enc_signal_slot, counter, flags):
+    """Signal EMAs (table rows < n_rows), then the anchors (thread 0; flags as rl_anchor_controller's),
+    then the LR controller (signal slots as rl_lr_controller's), then SCALAR_CONTROLLERS (thread 0, in that
+    order: clip, ratio bound, entropy coefficient, tau, PER, K), then counter[0] += 1.
+    Launch [1, STEP_CONTROLLERS_BLOCK]."""
     _signal_ema(isv, table, beta, n_rows)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        _anchors(isv, flags)
     cuda.syncthreads()
     _lr(isv, q_signal_slot, pi_signal_slot, v_signal_slot, bce_signal_slot, aux_signal_slot, enc_signal_slot)
     cuda.syncthreads()

@@ -12,6 +12,15 @@ module's RL_OBS_*_GRAD_NORM slot). A finite norm advances the module's step
 counter and arms the update; a non-finite one counts in RL_NAN_SKIPS_* and
 leaves parameters, moments and step counter untouched. ``rl_adam`` then applies
 bias-corrected Adam with the learning rate read from the ISV this step.
+
+With ``rel_update`` (--adaptive-anchors) the guard also writes each module's relative update
+rho = lr ||u[:n_w]|| / max(||params[:n_w]||, ||W_ref||), u = m_hat / (sqrt(v_hat) + eps) the
+direction of the Adam step ``rl_adam`` is about to take (the same moments, bias corrections and
+eps), into the module's relative-update slot (its grad-norm slot + REL_UPDATE_OBS_OFFSET): the
+signal the LR controller's anchor reads (controllers/anchors.py). ||W_ref||^2 (COL_W_REF_SQ) is the
+norm a LeCun-initialised W of the module's shape has: output layers start at x0.01 or x0.1 of it (so
+that the policy and the C51 distribution start near uniform), and a step measured against that small
+start would hold their learning rates at the floor until they had grown.
 """
 import math
 
@@ -22,7 +31,7 @@ from alpharl.cuda_kernels.controllers.common import finite
 from alpharl.cuda_kernels.nets.gemm import ELEMWISE_BLOCK
 from alpharl.cuda_kernels.reductions import strided_sumsq, tree_sum
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import RL_TARGET_TAU
+from alpharl.isv import REL_UPDATE_OBS_OFFSET, RL_TARGET_TAU
 
 #: Adam hyper-parameters (Kingma & Ba defaults).
 ADAM_BETA1 = 0.9
@@ -43,7 +52,9 @@ COL_N_W = 2
 COL_LR_SLOT = 3
 COL_OBS_SLOT = 4
 COL_NAN_SLOT = 5
-TABLE_COLS = 6
+#: ||W||^2 of the module's grad_w at LeCun scale (the floor of the relative update's denominator).
+COL_W_REF_SQ = 6
+TABLE_COLS = 7
 #: Threads of rl_grad_guard's one block per module (a power of two: tree_sum). Under the CUDA
 #: simulator, whose cost is its thread count (a Python thread each), 256: the same code at another
 #: power-of-two width.
@@ -56,9 +67,43 @@ STATE_ARMED = 1
 STATE_COLS = 2
 
 
-@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], int32[::1], int32)")
-def rl_grad_guard(gate, grad, table, isv, state, module_mask):
-    """Block k: norms of module k's gradient; arm (t += 1) or skip (nan count += 1).
+@cuda.jit(device=True)
+def adam_moments(m, v, g):
+    """This step's Adam moments (m', v') of one element from the last (m, v) and the gradient g."""
+    mi = float32(ADAM_BETA1) * m + float32(ADAM_ONE_MINUS_BETA1) * g
+    vi = float32(ADAM_BETA2) * v + float32(ADAM_ONE_MINUS_BETA2) * g * g
+    return mi, vi
+
+
+@cuda.jit(device=True)
+def adam_bias(t):
+    """The bias corrections (1 - beta1^t, 1 - beta2^t) at step t, as -expm1(t ln beta): no cancellation at small t."""
+    return -math.expm1(t * float32(ADAM_LOG_BETA1)), -math.expm1(t * float32(ADAM_LOG_BETA2))
+
+
+@cuda.jit(device=True)
+def strided_update_sumsq(grad, params, m, v, begin, end, tid, stride, t):
+    """(sum of u_i^2, sum of params_i^2) over i = begin + tid + j stride < end, u the Adam direction
+    m_hat / (sqrt(v_hat) + eps) at step t (one thread's share of a block-stride sum)."""
+    c1, c2 = adam_bias(t)
+    su = float32(0.0)
+    sp = float32(0.0)
+    i = begin + tid
+    while i < end:
+        mi, vi = adam_moments(m[i], v[i], grad[i])
+        u = (mi / c1) / (math.sqrt(vi / c2) + float32(ADAM_EPS))
+        su += u * u
+        pv = params[i]
+        sp += pv * pv
+        i += stride
+    return su, sp
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32[::1], float32[::1], "
+        "int32[::1], int32, int32)")
+def rl_grad_guard(gate, grad, params, m, v, table, isv, state, module_mask, rel_update):
+    """Block k: norms of module k's gradient; arm (t += 1) or skip (nan count += 1); with rel_update != 0
+    and a finite gradient, the relative update rho of the step about to be taken (module docstring).
 
     Only modules whose bit (1 << k) is set in module_mask learn (MASK_ALL but on a
     rollout's collect steps, where pi and V do not): a module outside it is disarmed
@@ -72,6 +117,8 @@ def rl_grad_guard(gate, grad, table, isv, state, module_mask):
         return
     s_w = cuda.shared.array(GUARD_BLOCK, float32)
     s_all = cuda.shared.array(GUARD_BLOCK, float32)
+    s_u = cuda.shared.array(GUARD_BLOCK, float32)
+    s_p = cuda.shared.array(GUARD_BLOCK, float32)
     k = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     if (module_mask >> k) & 1 == 0:   # the whole block leaves: no barrier is skipped by part of it
@@ -83,13 +130,27 @@ def rl_grad_guard(gate, grad, table, isv, state, module_mask):
     n_w = table[k * TABLE_COLS + COL_N_W]
     s_w[tid] = strided_sumsq(grad, off, off + n_w, tid, GUARD_BLOCK)
     s_all[tid] = strided_sumsq(grad, off + n_w, off + size, tid, GUARD_BLOCK)
+    if rel_update != 0:
+        # Read before thread 0 advances the step count below (after the barriers): t of the coming step.
+        t_next = float32(state[k * STATE_COLS + STATE_STEP] + 1)
+        s_u[tid], s_p[tid] = strided_update_sumsq(grad, params, m, v, off, off + n_w, tid, GUARD_BLOCK, t_next)
+        cuda.syncthreads()
+        tree_sum(s_u, tid, GUARD_BLOCK)
+        tree_sum(s_p, tid, GUARD_BLOCK)
     cuda.syncthreads()
     tree_sum(s_w, tid, GUARD_BLOCK)
     tree_sum(s_all, tid, GUARD_BLOCK)
     if tid == 0:
         norm_w = math.sqrt(s_w[0])
         total = math.sqrt(s_w[0] + s_all[0])
-        isv[table[k * TABLE_COLS + COL_OBS_SLOT]] = norm_w
+        obs_slot = table[k * TABLE_COLS + COL_OBS_SLOT]
+        isv[obs_slot] = norm_w
+        if rel_update != 0 and finite(total):
+            ref = max(s_p[0], float32(table[k * TABLE_COLS + COL_W_REF_SQ]))
+            rho = float32(0.0)
+            if ref > float32(0.0):
+                rho = isv[table[k * TABLE_COLS + COL_LR_SLOT]] * math.sqrt(s_u[0]) / math.sqrt(ref)
+            isv[obs_slot + REL_UPDATE_OBS_OFFSET] = rho if finite(rho) else float32(0.0)
         if finite(total):
             state[k * STATE_COLS + STATE_STEP] += 1
             state[k * STATE_COLS + STATE_ARMED] = 1
@@ -122,14 +183,12 @@ def rl_adam(gate, params, grad, m, v, n_total, table, isv, state):
         return
     t = float32(state[k * STATE_COLS + STATE_STEP])
     lr = isv[table[k * TABLE_COLS + COL_LR_SLOT]]
-    g = grad[i]
-    mi = float32(ADAM_BETA1) * m[i] + float32(ADAM_ONE_MINUS_BETA1) * g
-    vi = float32(ADAM_BETA2) * v[i] + float32(ADAM_ONE_MINUS_BETA2) * g * g
+    mi, vi = adam_moments(m[i], v[i], grad[i])
     m[i] = mi
     v[i] = vi
-    # Bias corrections 1 - beta^t = -expm1(t ln beta): no cancellation at small t.
-    m_hat = mi / -math.expm1(t * float32(ADAM_LOG_BETA1))
-    v_hat = vi / -math.expm1(t * float32(ADAM_LOG_BETA2))
+    c1, c2 = adam_bias(t)
+    m_hat = mi / c1
+    v_hat = vi / c2
     params[i] -= lr * m_hat / (math.sqrt(v_hat) + float32(ADAM_EPS))
 
 

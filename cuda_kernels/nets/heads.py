@@ -4,8 +4,11 @@ encoder's input rows.
 Dueling distributional Q (SPEC §4): the advantage stream gives adv[a, z]
 (stored action-major, adv[b, a N_ATOMS + z]), the value stream v[z];
 logits[a, z] = v[z] + adv[a, z] - mean_a adv[a, z], p(z | s, a) = softmax_z.
-Supports z_j = V_MIN + j DELTA_Z. V_dq = sum_z softmax(v)[z] z_j: the value
-stream's own expectation (the baseline the V blend mixes in).
+Supports z_j = V_MIN + j DELTA_Z with V_MIN, V_MAX read from the ISV
+(``support_grid``: RL_SUPPORT_V_MIN / _V_MAX, fixed at +-10 unless
+--adaptive-support moves them), so every consumer of one step reads one
+support. V_dq = sum_z softmax(v)[z] z_j: the value stream's own expectation
+(the baseline the V blend mixes in).
 """
 import math
 
@@ -13,7 +16,8 @@ from numba import cuda, float32
 
 from alpharl.cuda_kernels.nets.gemm import ELEMWISE_BLOCK
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.sizes import DELTA_Z, N_ACTIONS, N_ATOMS, V_MIN
+from alpharl.isv import RL_REWARD_GAIN, RL_SUPPORT_V_MAX, RL_SUPPORT_V_MIN, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP
+from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 #: Logits of one sample's advantage stream.
 N_Q_OUT = N_ACTIONS * N_ATOMS
@@ -22,9 +26,42 @@ ROW_BLOCK = 128
 
 
 @cuda.jit(device=True)
-def support(j):
-    """The j-th C51 support z_j = V_MIN + j DELTA_Z."""
-    return float32(V_MIN) + float32(j) * float32(DELTA_Z)
+def support_grid(isv):
+    """(V_MIN, V_MAX, DELTA_Z) of the C51 support held in the ISV; DELTA_Z = (V_MAX - V_MIN) / (N_ATOMS - 1).
+
+    Slots still at sentinel (V_MAX <= V_MIN, e.g. both 0) or non-finite read as the bootstrap +-10.
+    Every kernel takes the support through here, so one step's consumers agree on it."""
+    v_min = isv[RL_SUPPORT_V_MIN]
+    v_max = isv[RL_SUPPORT_V_MAX]
+    if not (v_max > v_min) or math.isinf(v_max - v_min):
+        v_min = float32(V_MIN_BOOTSTRAP)
+        v_max = float32(V_MAX_BOOTSTRAP)
+    return v_min, v_max, (v_max - v_min) / float32(N_ATOMS - 1)
+
+
+@cuda.jit(device=True)
+def support(j, v_min, dz):
+    """The j-th C51 support z_j = V_MIN + j DELTA_Z (V_MIN, DELTA_Z from ``support_grid``)."""
+    return v_min + float32(j) * dz
+
+
+@cuda.jit(device=True)
+def reward_gain(isv):
+    """The reward normaliser's gain isv[RL_REWARD_GAIN] (learning units per unit of stored reward);
+    1 while the slot is at sentinel 0 or not a positive finite number."""
+    g = isv[RL_REWARD_GAIN]
+    if not (g > float32(0.0)) or math.isinf(g):
+        g = float32(1.0)
+    return g
+
+
+@cuda.jit(device=True)
+def gained(r, g):
+    """r in learning units: r g, and r itself (no multiply, so no fused multiply-add can change a
+    rounding) when g == 1 (the reward normaliser off)."""
+    if g != float32(1.0):
+        r = r * g
+    return r
 
 
 @cuda.jit(device=True)
@@ -63,27 +100,27 @@ def log_softmax_inplace(x, n):
 
 
 @cuda.jit(device=True)
-def expectation_of_logp(logp):
-    """sum_z exp(logp[z]) z_j: the mean of a C51 distribution given its log-probs."""
+def expectation_of_logp(logp, v_min, dz):
+    """sum_z exp(logp[z]) z_j: the mean of a C51 distribution given its log-probs (support V_MIN, DELTA_Z)."""
     e = float32(0.0)
     for z in range(N_ATOMS):
-        e += math.exp(logp[z]) * support(z)
+        e += math.exp(logp[z]) * support(z, v_min, dz)
     return e
 
 
 @cuda.jit(device=True)
-def v_dq_of(val, off):
+def v_dq_of(val, off, v_min, dz):
     """V_dq = sum_z softmax(val[off:off + N_ATOMS])[z] z_j of one value-stream row (global or shared)."""
     x = cuda.local.array(N_ATOMS, float32)
     for z in range(N_ATOMS):
         x[z] = val[off + z]
     log_softmax_inplace(x, N_ATOMS)
-    return expectation_of_logp(x)
+    return expectation_of_logp(x, v_min, dz)
 
 
-@kernel("void(int32[::1], float32[::1], int32, float32[::1])", test_only=True)
-def rl_v_dq(gate, val, n, out):
-    """out[b] = V_dq = sum_z softmax(val[b, :])[z] z_j for b < n (val is [n, N_ATOMS]).
+@kernel("void(int32[::1], float32[::1], int32, float32[::1], float32[::1])", test_only=True)
+def rl_v_dq(gate, val, n, isv, out):
+    """out[b] = V_dq = sum_z softmax(val[b, :])[z] z_j for b < n (val is [n, N_ATOMS]), support from the ISV.
 
     Launch [ceil(n / ROW_BLOCK), ROW_BLOCK]. gate[0] == 0: writes nothing.
     """
@@ -91,7 +128,8 @@ def rl_v_dq(gate, val, n, out):
         return
     b = cuda.grid(1)
     if b < n:
-        out[b] = v_dq_of(val, b * N_ATOMS)
+        v_min, _, dz = support_grid(isv)
+        out[b] = v_dq_of(val, b * N_ATOMS, v_min, dz)
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], int32, float32[::1])", test_only=True)

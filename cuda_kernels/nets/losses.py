@@ -19,13 +19,14 @@ import math
 
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.nets.heads import N_Q_OUT, adv_mean, dueling_logit, log_softmax_inplace, log_sum_exp, support
+from alpharl.cuda_kernels.nets.heads import (N_Q_OUT, adv_mean, dueling_logit, gained, log_softmax_inplace, log_sum_exp,
+                                             reward_gain, support, support_grid)
 from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, warp_rows_grid
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, tree_sum
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (RL_ENTROPY_COEF, RL_GAMMA, RL_LOSS_PI, RL_LOSS_Q, RL_LOSS_V, RL_PPO_CLIP_EPS,
                          RL_PPO_RATIO_CLAMP)
-from alpharl.sizes import DELTA_Z, N_ACTIONS, N_ATOMS, V_MAX, V_MIN
+from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 #: rl_scalar_loss kinds.
 LOSS_HUBER = 0
@@ -54,6 +55,9 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
 
     adv[n, N_ACTIONS N_ATOMS], val[n, N_ATOMS]: online streams at s; t_adv, t_val:
     target-net streams at s'; a_star[n]: argmax_a E[Z_online(s', a)].
+    r = reward[b] x the reward normaliser's gain (``reward_gain``: 1 without --reward-norm; the replay
+    keeps rewards before the gain, so every stored reward is read at today's gain), and the support
+    z_j = V_MIN + j DELTA_Z from the ISV (``support_grid``).
     Target: q = p_target(. | s', a*); Tz_j = clamp(r + gamma (1 - done) z_j, V_MIN, V_MAX),
     b_j = (Tz_j - V_MIN) / DELTA_Z, l = floor(b_j), u = ceil(b_j); m_l += q_j (u - b_j),
     m_u += q_j (b_j - l). When b_j is an exact integer, l == u and both shares
@@ -79,6 +83,8 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
     w = cuda.threadIdx.x // WARP
     z = cuda.threadIdx.x % WARP
     gamma = isv[RL_GAMMA]
+    g_r = reward_gain(isv)
+    v_min, v_max, dz = support_grid(isv)
     inv_a = float32(1.0) / float32(N_ACTIONS)
     # Rows stride over the grid's warps; the loop bounds are the same for the whole block,
     # so every thread reaches every syncthreads (idle lanes and rows >= n only skip the work).
@@ -94,16 +100,16 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
             sh_o[w, z] = ol
         cuda.syncthreads()
         if active:
-            r = reward[b]
+            r = gained(reward[b], g_r)
             disc = gamma * (float32(1.0) - done[b])
             lse_t = log_sum_exp(sh_t[w], N_ATOMS)
             lse_o = log_sum_exp(sh_o[w], N_ATOMS)
             for j in range(N_ATOMS):
                 qj = math.exp(sh_t[w, j] - lse_t)
-                zj = support(j)
+                zj = support(j, v_min, dz)
                 e_target += qj * zj
-                tz = min(max(r + disc * zj, float32(V_MIN)), float32(V_MAX))
-                bj = min(max((tz - float32(V_MIN)) / float32(DELTA_Z), float32(0.0)), float32(N_ATOMS - 1))
+                tz = min(max(r + disc * zj, v_min), v_max)
+                bj = min(max((tz - v_min) / dz, float32(0.0)), float32(N_ATOMS - 1))
                 if not (bj >= float32(0.0) and bj <= float32(N_ATOMS - 1)):
                     bj = float32(0.0)  # NaN target: keep the indices in range; the mass is poisoned below
                 lo = int32(math.floor(bj))
@@ -131,7 +137,7 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
                 for j in range(N_ATOMS):
                     lpj = sh_o[w, j] - lse_o
                     ce -= sh_m[w, j] * lpj
-                    e_online += math.exp(lpj) * support(j)
+                    e_online += math.exp(lpj) * support(j, v_min, dz)
                 loss[b] = ce
                 td[b] = r + disc * e_target - e_online
             g = is_w[b] / float32(n) * (math.exp(ol - lse_o) * m_sum - mz)

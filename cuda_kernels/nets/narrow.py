@@ -43,7 +43,7 @@ Determinism: every output is one thread's sum in a fixed order; no atomics.
 import numpy as np
 from numba import cuda, float32, int32, uint64
 
-from alpharl.cuda_kernels.nets.heads import v_dq_of
+from alpharl.cuda_kernels.nets.heads import support_grid, v_dq_of
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
 
@@ -231,11 +231,12 @@ def rl_narrow_gather_w(gate, params, offsets, hidden, w_out):
 
 
 @kernel("void(int32[::1], float32[::1], int32, int32, float32[::1], float32[::1], float32[::1], float32[::1], "
-        "float32[::1], float32[::1])")
-def rl_narrow_scatter(gate, y, n_rows, n_b, q_val, v_out, pi_logits, bce_out, aux_out, v_dq):
+        "float32[::1], float32[::1], float32[::1])")
+def rl_narrow_scatter(gate, y, n_rows, n_b, isv, q_val, v_out, pi_logits, bce_out, aux_out, v_dq):
     """Split the narrow outputs y [n_rows, N_COLS] into the layers' buffers.
 
-    Rows r < n_rows: q_val[r, :] (N_ATOMS), v_out[r], v_dq[r] = V_dq of q_val[r, :]; rows r < n_b
+    Rows r < n_rows: q_val[r, :] (N_ATOMS), v_out[r], v_dq[r] = V_dq of q_val[r, :] (on the ISV's
+    support); rows r < n_b
     also pi_logits[r, :] (N_ACTIONS), bce_out[r], aux_out[r]. One thread per element of y (reads
     coalesce; the thread of a row's V column also computes its V_dq).
     Launch [ceil(n_rows N_COLS / NARROW_BLOCK), NARROW_BLOCK]. gate[0] == 0: writes nothing.
@@ -251,7 +252,8 @@ def rl_narrow_scatter(gate, y, n_rows, n_b, q_val, v_out, pi_logits, bce_out, au
         q_val[r * N_ATOMS + c - COL_Q] = y[i]
     elif c == COL_V:
         v_out[r] = y[i]
-        v_dq[r] = v_dq_of(y, r * N_COLS + COL_Q)
+        v_min, _, dz = support_grid(isv)
+        v_dq[r] = v_dq_of(y, r * N_COLS + COL_Q, v_min, dz)
     elif r < n_b:
         if c < COL_BCE:
             pi_logits[r * N_ACTIONS + c - COL_PI] = y[i]

@@ -21,6 +21,7 @@ import math
 
 from numba import cuda, float32, int32
 
+from alpharl.cuda_kernels.nets.heads import support, support_grid
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.prng import uniform24, xorshift32
 from alpharl.sizes import cdiv
@@ -78,25 +79,26 @@ def rl_pi_action_kernel(pi_logits, prng_state, actions, logp):
 
 
 @kernel("void(float32[:, :, ::1], float32[::1], uint32[::1], int32[::1])", test_only=True)
-def rl_action_kernel(q_logits, supports, prng_state, actions):
+def rl_action_kernel(q_logits, isv, prng_state, actions):
     """Thompson action from Q's return distribution, per backtest (diagnostics only).
 
     For each action a in id order, draw one atom z_a ~ softmax(q_logits[b, a, :])
     (one xorshift32 step each, so N_ACTIONS steps per call) and read its return
-    supports[z_a]; the action is the argmax of these sampled returns, ties to
-    the lowest action id. q_logits[B, N_ACTIONS, N_ATOMS] f32, supports[N_ATOMS]
-    f32, prng_state[B] u32 (advanced in place), actions[B] i32 out.
+    z_{z_a} on the ISV's support (``support_grid``); the action is the argmax of these
+    sampled returns, ties to the lowest action id. q_logits[B, N_ACTIONS, N_ATOMS] f32,
+    isv f32, prng_state[B] u32 (advanced in place), actions[B] i32 out.
     Launch [action_grid(B), ACTION_BLOCK]: one thread per backtest.
     """
     b = cuda.grid(1)
     if b < q_logits.shape[0]:
+        v_min, _, dz = support_grid(isv)
         s = prng_state[b]
         best_a = 0
         best_v = float32(0.0)
         for a in range(q_logits.shape[1]):
             s = xorshift32(s)
             z, _ = softmax_draw(q_logits[b, a], uniform24(s))
-            v = supports[z]
+            v = support(z, v_min, dz)
             if a == 0 or v > best_v:
                 best_a = a
                 best_v = v

@@ -6,7 +6,7 @@ Ties go to the lowest action index.
 """
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.nets.heads import N_Q_OUT, adv_mean, expectation_of_logp, log_softmax_inplace
+from alpharl.cuda_kernels.nets.heads import N_Q_OUT, adv_mean, expectation_of_logp, log_softmax_inplace, support_grid
 from alpharl.cuda_kernels.nets.warp import WARP, WARP_ROWS, warp_rows_grid
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.sizes import N_ACTIONS, N_ATOMS
@@ -17,9 +17,10 @@ def argmax_expected_q_grid(n):
     return warp_rows_grid(n)
 
 
-@kernel("void(int32[::1], float32[::1], float32[::1], int32, int32[::1])")
-def argmax_expected_q(gate, adv, val, n, a_star):
-    """a_star[b] = argmax_a E[Z(s'_b, a)] from the dueling streams adv[n, N_ACTIONS N_ATOMS], val[n, N_ATOMS].
+@kernel("void(int32[::1], float32[::1], float32[::1], int32, float32[::1], int32[::1])")
+def argmax_expected_q(gate, adv, val, n, isv, a_star):
+    """a_star[b] = argmax_a E[Z(s'_b, a)] from the dueling streams adv[n, N_ACTIONS N_ATOMS], val[n, N_ATOMS],
+    on the ISV's support (``support_grid``).
 
     One warp per row (nets/warp.py): lane z writes the logits of atom z for every
     action, lane a < N_ACTIONS then takes action a's log-softmax and expectation
@@ -47,7 +48,8 @@ def argmax_expected_q(gate, adv, val, n, a_star):
         if row and lane < N_ACTIONS:
             x = sh_x[w, lane]
             log_softmax_inplace(x, N_ATOMS)
-            sh_e[w, lane] = expectation_of_logp(x)
+            v_min, _, dz = support_grid(isv)
+            sh_e[w, lane] = expectation_of_logp(x, v_min, dz)
         cuda.syncthreads()
         if row and lane == 0:
             best = int32(0)

@@ -1,6 +1,7 @@
 """rl_step_controllers: the one launch of a step's signal EMAs, controllers and step counter
 equals the separate kernels in sequence (bit for bit) and the NumPy references."""
 import numpy as np
+import pytest
 from numba import cuda
 
 from alpharl import isv as S
@@ -16,15 +17,21 @@ def _preseeded_isv(rng):
         v[src] = rng.uniform(0.05, 3.0)
         v[dst] = rng.uniform(0.05, 3.0) if rng.random() < 0.8 else 0.0
     v[S.RL_OBS_TRADES] = 1.0
+    v[S.RL_OBS_PPO_SAMPLES] = 16.0  # a step that updates PPO and V: its gated signals fold
     for slot in S.LR_SLOTS:
         v[slot] *= rng.uniform(0.3, 0.9)
+    # the anchors' inputs: relative updates, K > 1
+    for ema in S.GRAD_NORM_EMA_SLOTS:
+        v[ema + S.GRAD_NORM_OBS_OFFSET + S.REL_UPDATE_OBS_OFFSET] = rng.uniform(1e-4, 1e-2)
+    v[S.RL_K_LOOP_MULT] = 2 * S.K_FIXED_POINT
     return v
 
 
-def test_fused_step_equals_the_separate_kernels_and_the_references(rng):
+@pytest.mark.parametrize("anchors", [False, True])
+def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors):
     for _ in range(3):
         host = _preseeded_isv(rng)
-        ctl = Controllers()
+        ctl = Controllers(anchors=anchors)
         seq = cuda.to_device(host)
         launch_signal_emas(ctl, seq)
         launch_controllers(ctl, seq)
@@ -37,5 +44,8 @@ def test_fused_step_equals_the_separate_kernels_and_the_references(rng):
         assert not np.array_equal(got, host)
         ref = host.copy()
         reference_signal_emas(ref)
-        reference_controllers(ref)
+        reference_controllers(ref, anchors=anchors)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-7)
+        anchor_slots = [S.RL_KL_TARGET, S.RL_ENTROPY_TARGET, S.RL_K_RATIO_FLOOR] + [
+            e + S.GN_TARGET_OFFSET for e in S.GRAD_NORM_EMA_SLOTS]
+        assert (got[anchor_slots] != 0).all() if anchors else (got[anchor_slots] == 0).all()

@@ -316,3 +316,36 @@ def test_modes_check_their_batches(rng):
         learner.update(*_device(env, rep), *args, mode=ENV_GAE)  # GAE needs T B env rows and B t+1 rows
     with pytest.raises(ValueError, match="mode"):
         learner.update(*_device(roll, rep), *args, mode=ENV_COLLECT)
+@pytest.mark.slow
+def test_update_on_an_adaptive_support_with_a_reward_gain_and_relative_updates(rng):
+    """The whole update reading a support and a reward gain set in the ISV (V_dq, a*, the C51 target and
+    loss on that support, the replay's rewards times the gain) with the guard's relative updates on:
+    gradients, per-sample outputs and the ISV slots vs the float64 reference update."""
+    nets = _nets(rng)
+    env, rep = _batches(rng)
+    v_max = np.float32(rng.uniform(0.5, 3.0))
+    isv = S.bootstrap_vector()
+    isv[S.RL_SUPPORT_V_MIN], isv[S.RL_SUPPORT_V_MAX] = -v_max, v_max
+    isv[S.RL_REWARD_GAIN] = rng.uniform(0.3, 3.0)
+    for k in range(len(MODULES)):
+        isv[S.RL_LR_Q + k] = rng.uniform(1e-4, 3e-3)
+    state0 = nets.state_dict()
+    learner = Learner(nets, B, M, rel_update=True)
+    _poison_outputs(learner)
+    isv_d = cuda.to_device(isv)
+    out = learner.update(*_device(env, rep), isv_d, cuda.to_device(np.ones(1, np.int32)))
+    ref = RL.update(state0, isv, env, rep, nets.layout, rel_update=True)
+    grads = nets.grads.copy_to_host()
+    for mod in MODULES:
+        sl = nets.layout.module_slice[mod]
+        np.testing.assert_allclose(grads[sl], ref.grads[sl], rtol=1e-3, atol=1e-5 * np.abs(ref.grads[sl]).max(),
+                                   err_msg=mod)
+    for name in ("q_priority", "td", "a_star", "advantage", "ret", "v_used_next", "v_dq", "v_dq_next"):
+        np.testing.assert_allclose(assert_all_written(getattr(out, name)), getattr(ref.out, name), rtol=1e-4,
+                                   atol=1e-5, err_msg=name)
+    assert np.abs(ref.out.v_dq).max() <= v_max  # V_dq is an expectation over the support
+    got_isv = isv_d.copy_to_host()
+    rel = [S.RL_OBS_Q_REL_UPDATE + k for k in range(len(MODULES))]
+    assert (ref.isv[rel] > 0).all()
+    np.testing.assert_allclose(got_isv[rel], ref.isv[rel], rtol=1e-4)
+    np.testing.assert_allclose(got_isv[S.RL_LOSS_Q], ref.isv[S.RL_LOSS_Q], rtol=1e-4)

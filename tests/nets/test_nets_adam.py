@@ -11,6 +11,7 @@ from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets.advantage import rl_compute_advantage_return
 from alpharl.learner import Learner
 from alpharl.nets import MODULES, NetLayout, Nets
+from alpharl.reference import learner as RL
 from alpharl.reference import nets as R
 
 OBS_DIM, HIDDEN = 5, 8
@@ -22,8 +23,9 @@ def _gate(on=1):
 
 def _step(nets, isv_d):
     n = nets.layout.n_params
-    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.table, isv_d, nets.adam_state,
-                                                   np.int32(KA.MASK_ALL))
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.params, nets.adam_m, nets.adam_v,
+                                                   nets.table, isv_d, nets.adam_state, np.int32(KA.MASK_ALL),
+                                                   np.int32(0))
     KA.rl_adam[(n + G.ELEMWISE_BLOCK - 1) // G.ELEMWISE_BLOCK, G.ELEMWISE_BLOCK](
         _gate(), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv_d, nets.adam_state)
 
@@ -72,14 +74,57 @@ def test_adam_bias_correction_lr_from_isv_and_nan_skip(rng):
     assert t[bad] == 2 and skips[bad] == 1
 
 
+@pytest.mark.parametrize("rel_update", [0, 1])
+def test_grad_guard_relative_update(rng, rel_update):
+    """rl_grad_guard with rel_update: each module's rho = lr ||u[:n_w]|| / max(||W||, ||W_ref||) of the Adam step
+    about to be taken (u from this gradient and the last moments at step t + 1), written to its
+    relative-update slot, against the float64 reference; rel_update = 0 leaves those slots alone. Modules
+    with grown weights and with weights below the LeCun reference norm (the floor) both appear."""
+    nets = Nets(OBS_DIM, seed=3, hidden=HIDDEN)
+    lay = nets.layout
+    p = nets.params.copy_to_host()
+    p[lay.module_slice["v"]] *= 40.0  # V's W well past its reference norm; Q and pi stay below theirs
+    m = nonzero_uniform(rng, lay.n_params, -0.1, 0.1)
+    v = rng.uniform(1e-4, 1e-2, lay.n_params).astype(np.float32)
+    g = nonzero_uniform(rng, lay.n_params, -1, 1)
+    steps = rng.integers(0, 50, len(MODULES)).astype(np.int32)
+    state = np.zeros((len(MODULES), KA.STATE_COLS), np.int32)
+    state[:, KA.STATE_STEP] = steps
+    for name, host in (("params", p), ("adam_m", m), ("adam_v", v), ("grads", g), ("adam_state", state.ravel())):
+        getattr(nets, name).copy_to_device(host)
+    isv = S.bootstrap_vector()
+    for k in range(len(MODULES)):
+        isv[S.RL_LR_Q + k] = rng.uniform(1e-4, 1e-2)
+        isv[S.RL_OBS_Q_REL_UPDATE + k] = -7.0  # a value no guard writes
+    isv_d = cuda.to_device(isv)
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.params, nets.adam_m, nets.adam_v,
+                                                   nets.table, isv_d, nets.adam_state, np.int32(KA.MASK_ALL),
+                                                   np.int32(rel_update))
+    got = isv_d.copy_to_host()[S.RL_OBS_Q_REL_UPDATE:S.RL_OBS_Q_REL_UPDATE + len(MODULES)]
+    if not rel_update:
+        np.testing.assert_array_equal(got, -7.0)
+        return
+    want = []
+    for k, mod in enumerate(MODULES):
+        sl, nw = lay.module_slice[mod], lay.n_w[mod]
+        f = lambda a: a[sl][:nw].astype(np.float64)  # noqa: E731
+        want.append(RL.relative_update(f(p), f(g), f(m), f(v), int(steps[k]) + 1, float(isv[S.RL_LR_Q + k]),
+                                       lay.w_ref_sq[mod]))
+    np.testing.assert_allclose(got, want, rtol=2e-5)
+    assert (np.array(want) > 0).all()
+    below = [float((p[lay.module_slice[mod]][:lay.n_w[mod]] ** 2).sum()) < lay.w_ref_sq[mod] for mod in MODULES]
+    assert any(below) and not all(below)
+
+
 def test_adam_gate_zero_changes_nothing(rng):
     nets = Nets(OBS_DIM, seed=3, hidden=HIDDEN)
     before = nets.state_dict()
     nets.grads.copy_to_device(nonzero_uniform(rng, nets.layout.n_params))
     isv_d = cuda.to_device(S.bootstrap_vector())
     n = nets.layout.n_params
-    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(0), nets.grads, nets.table, isv_d, nets.adam_state,
-                                                   np.int32(KA.MASK_ALL))
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(0), nets.grads, nets.params, nets.adam_m, nets.adam_v,
+                                                   nets.table, isv_d, nets.adam_state, np.int32(KA.MASK_ALL),
+                                                   np.int32(1))
     KA.rl_adam[(n + 255) // 256, 256](_gate(0), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n),
                                       nets.table, isv_d, nets.adam_state)
     after = nets.state_dict()
@@ -90,7 +135,8 @@ def test_adam_gate_zero_changes_nothing(rng):
 
 def test_guard_module_mask_leaves_the_masked_modules_untouched(rng):
     """A rollout's collect step: modules outside the mask (pi, V) keep parameters, moments, step counter and
-    grad-norm slot, and are disarmed; the others take their Adam step as with MASK_ALL."""
+    grad-norm and relative-update slots, and are disarmed; the others take their Adam step as with MASK_ALL
+    (and write their relative update)."""
     nets = Nets(OBS_DIM, seed=3, hidden=2)
     lay = nets.layout
     nets.grads.copy_to_device(nonzero_uniform(rng, lay.n_params))
@@ -98,12 +144,13 @@ def test_guard_module_mask_leaves_the_masked_modules_untouched(rng):
     before = nets.state_dict()
     isv = S.bootstrap_vector()
     isv[S.RL_OBS_Q_GRAD_NORM:S.RL_OBS_Q_GRAD_NORM + len(MODULES)] = rng.uniform(5, 6, len(MODULES))
+    isv[S.RL_OBS_Q_REL_UPDATE:S.RL_OBS_Q_REL_UPDATE + len(MODULES)] = -7.0  # a value no guard writes
     isv_d = cuda.to_device(isv)
     off = [MODULES.index("pi"), MODULES.index("v")]
     mask = KA.MASK_ALL & ~sum(1 << k for k in off)
     n = lay.n_params
-    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.table, isv_d, nets.adam_state,
-                                                   np.int32(mask))
+    KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK](_gate(), nets.grads, nets.params, nets.adam_m, nets.adam_v,
+                                                   nets.table, isv_d, nets.adam_state, np.int32(mask), np.int32(1))
     KA.rl_adam[(n + G.ELEMWISE_BLOCK - 1) // G.ELEMWISE_BLOCK, G.ELEMWISE_BLOCK](
         _gate(), nets.params, nets.grads, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv_d, nets.adam_state)
     after = nets.state_dict()
@@ -116,8 +163,10 @@ def test_guard_module_mask_leaves_the_masked_modules_untouched(rng):
             assert not moved and np.array_equal(after["adam_m"][sl], before["adam_m"][sl]), mod
             assert st[k, KA.STATE_STEP] == 3 and st[k, KA.STATE_ARMED] == 0, mod
             assert got[S.RL_OBS_Q_GRAD_NORM + k] == isv[S.RL_OBS_Q_GRAD_NORM + k], mod
+            assert got[S.RL_OBS_Q_REL_UPDATE + k] == -7.0, mod
         else:
             assert moved and st[k, KA.STATE_STEP] == 4 and st[k, KA.STATE_ARMED] == 1, mod
+            assert got[S.RL_OBS_Q_REL_UPDATE + k] > 0, mod
             g = nets.grads.copy_to_host()[sl][: lay.n_w[mod]]
             np.testing.assert_allclose(got[S.RL_OBS_Q_GRAD_NORM + k], np.sqrt((g.astype(np.float64) ** 2).sum()),
                                        rtol=1e-5)

@@ -27,29 +27,64 @@ def _grid(n):
     return (n + KH.ROW_BLOCK - 1) // KH.ROW_BLOCK, KH.ROW_BLOCK
 
 
+def _random_support(rng):
+    """A support [V_MIN, V_MAX] as --adaptive-support moves it: symmetric, half-width from 0.01 to 100."""
+    v_max = np.float32(10.0 ** rng.uniform(-2, 2))
+    return np.array([-v_max, v_max], np.float32)
+
+
+def _isv(support=None, gain=None, gamma=None):
+    """A bootstrap ISV with the given support [V_MIN, V_MAX], reward gain and gamma."""
+    isv = S.bootstrap_vector()
+    if support is not None:
+        isv[S.RL_SUPPORT_V_MIN], isv[S.RL_SUPPORT_V_MAX] = support
+    if gain is not None:
+        isv[S.RL_REWARD_GAIN] = gain
+    if gamma is not None:
+        isv[S.RL_GAMMA] = gamma
+    return isv
+
+
+def test_support_grid_reads_the_isv_and_bootstraps_the_sentinel(rng):
+    """The reference's reading of the support slots (the kernels' support_grid): a set support as is,
+    sentinel (both 0) or unordered slots as the bootstrap +-10."""
+    sup = _random_support(rng)
+    np.testing.assert_array_equal(R.support_of(_isv(sup)), sup)
+    np.testing.assert_array_equal(R.support_of(S.sentinel_vector()), [-10.0, 10.0])
+    np.testing.assert_array_equal(R.support_of(_isv(np.array([3.0, -3.0], np.float32))), [-10.0, 10.0])
+    z = R.supports(np.float64, sup)
+    np.testing.assert_allclose(z[[0, -1]], sup, rtol=1e-6)
+    np.testing.assert_allclose(np.diff(z), (sup[1] - sup[0]) / (N_ATOMS - 1), rtol=1e-6)
+
+
 def test_v_dq_and_dueling_logits_match_reference(rng):
     adv = nonzero_uniform(rng, (N, NQ), -2, 2)
     val = nonzero_uniform(rng, (N, N_ATOMS), -2, 2)
+    sup = _random_support(rng)
     vdq, logits = poisoned(N), poisoned(N * NQ)
-    KH.rl_v_dq[_grid(N)](_gate(), cuda.to_device(val.ravel()), np.int32(N), vdq)
+    KH.rl_v_dq[_grid(N)](_gate(), cuda.to_device(val.ravel()), np.int32(N), cuda.to_device(_isv(sup)), vdq)
     KH.rl_dueling_logits[_grid(N)](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(N),
                                    logits)
     a64, v64 = adv.astype(np.float64), val.astype(np.float64)
-    np.testing.assert_allclose(assert_all_written(vdq), R.v_dq(v64), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(assert_all_written(vdq), R.v_dq(v64, sup), rtol=1e-4, atol=1e-5 * sup[1])
     np.testing.assert_allclose(assert_all_written(logits).reshape(N, N_ACTIONS, N_ATOMS), R.dueling_logits(a64, v64),
                                rtol=1e-4, atol=1e-5)
 
 
-def test_argmax_expected_q_matches_reference(rng):
+@pytest.mark.parametrize("support", ["bootstrap", "random"])
+def test_argmax_expected_q_matches_reference(rng, support):
     adv = nonzero_uniform(rng, (N, NQ), -3, 3)
     val = nonzero_uniform(rng, (N, N_ATOMS), -3, 3)
+    sup = None if support == "bootstrap" else _random_support(rng)
     out = poisoned(N, np.int32)
-    argmax_expected_q[_grid(N)](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(N), out)
-    ref = R.argmax_expected_q(adv.astype(np.float64), val.astype(np.float64))
-    eq = R.expected_q(adv.astype(np.float64), val.astype(np.float64))
+    argmax_expected_q[_grid(N)](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(N),
+                                cuda.to_device(_isv(sup)), out)
+    ref = R.argmax_expected_q(adv.astype(np.float64), val.astype(np.float64), sup)
+    eq = R.expected_q(adv.astype(np.float64), val.astype(np.float64), sup)
     got = assert_all_written(out)
     # Only a float32-level near tie may pick another action, and then one of (almost) equal value.
-    np.testing.assert_allclose(eq[np.arange(N), got], eq[np.arange(N), ref], rtol=0, atol=1e-5)
+    scale = 10.0 if sup is None else float(sup[1])
+    np.testing.assert_allclose(eq[np.arange(N), got], eq[np.arange(N), ref], rtol=0, atol=1e-6 * scale)
 
 
 @pytest.mark.parametrize("n", [1, 67])
@@ -61,7 +96,8 @@ def test_argmax_expected_q_one_warp_per_row(rng, n):
     got = []
     for grid in (argmax_expected_q_grid(n), (2, WARP_ROW_BLOCK)):
         out = poisoned(n, np.int32)
-        argmax_expected_q[grid](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(n), out)
+        argmax_expected_q[grid](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()), np.int32(n),
+                                cuda.to_device(_isv()), out)
         got.append(assert_all_written(out))
     np.testing.assert_array_equal(got[0], got[1])
     eq = R.expected_q(adv.astype(np.float64), val.astype(np.float64))
@@ -81,7 +117,7 @@ def test_argmax_expected_q_ties_go_to_the_lowest_action(rng):
     val = nonzero_uniform(rng, (n, N_ATOMS), -1, 1)
     out = poisoned(n, np.int32)
     argmax_expected_q[argmax_expected_q_grid(n)](_gate(), cuda.to_device(adv.ravel()), cuda.to_device(val.ravel()),
-                                                 np.int32(n), out)
+                                                 np.int32(n), cuda.to_device(_isv()), out)
     np.testing.assert_array_equal(assert_all_written(out), [2, 0, 7, 1, 0])
 
 
@@ -105,11 +141,11 @@ def _c51_inputs(rng, n=N):
                 is_w=rng.uniform(0.1, 1.0, n).astype(np.float32))
 
 
-def _run_c51(inp, gamma, grid=None, written=True):
-    """(d_adv, d_val, loss, td) on the host; grid defaults to one thread's worth of launch per row."""
+def _run_c51(inp, gamma, grid=None, written=True, support=None, gain=None):
+    """(d_adv, d_val, loss, td) on the host; grid defaults to one thread's worth of launch per row;
+    support [V_MIN, V_MAX] and the reward gain into the ISV (None: the bootstrap +-10 and 1)."""
     n = len(inp["actions"])
-    isv = S.bootstrap_vector()
-    isv[S.RL_GAMMA] = gamma
+    isv = _isv(support, gain, gamma)
     outs = [poisoned(n * NQ), poisoned(n * N_ATOMS), poisoned(n), poisoned(n)]
     order = ("adv", "val", "actions", "t_adv", "t_val", "a_star", "reward", "done", "is_w")
     KL.rl_c51_loss[grid or _grid(n)](_gate(), *[cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in order],
@@ -137,6 +173,46 @@ def test_c51_loss_matches_reference_and_finite_differences(rng):
     np.testing.assert_allclose(d_adv_ref, fd_adv, rtol=1e-5, atol=1e-8)
 
 
+@pytest.mark.parametrize("trial", range(3))
+def test_c51_loss_with_random_supports_and_gain_matches_float64_reference(rng, trial):
+    """The kernel on a random support read from the ISV and a random reward gain (the replay's rewards
+    times it) against the float64 reference with the same support and gain: loss, TD error and both
+    gradients; rewards of the support's scale, some beyond it (clamped to the edge atoms)."""
+    sup = _random_support(rng)
+    gain = np.float32(10.0 ** rng.uniform(-1, 1))
+    inp = _c51_inputs(rng)
+    inp["reward"] = (nonzero_uniform(rng, N, -1.5, 1.5) * sup[1] / gain).astype(np.float32)
+    gamma = 0.97
+    d_adv, d_val, loss, td = _run_c51(inp, gamma, support=sup, gain=gain)
+    f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inp.items()}
+    ce, td_ref, d_adv_ref, d_val_ref = R.rl_c51_loss(f64["adv"], f64["val"], inp["actions"], f64["t_adv"],
+                                                     f64["t_val"], inp["a_star"], f64["reward"], f64["done"],
+                                                     f64["is_w"], gamma, support=sup, gain=float(gain))
+    np.testing.assert_allclose(loss, ce, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(td, td_ref, rtol=1e-4, atol=1e-5 * sup[1])
+    np.testing.assert_allclose(d_adv.reshape(N, NQ), d_adv_ref, rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(d_val.reshape(N, N_ATOMS), d_val_ref, rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_c51_projection_on_random_supports_keeps_mass_and_mean(rng, trial):
+    """float64 reference projection on random supports: each row's mass is 1, every atom >= 0, and the
+    projected mean equals the mean of the clamped shifted atoms E[clamp(r + gamma (1 - done) z)]
+    (the linear split onto neighbouring atoms preserves it exactly)."""
+    sup = _random_support(rng).astype(np.float64)
+    n = 40
+    q = np.exp(R.log_softmax(rng.normal(size=(n, N_ATOMS))))
+    reward = rng.uniform(-1.5, 1.5, n) * sup[1]
+    done = (rng.uniform(size=n) < 0.3).astype(np.float64)
+    gamma = rng.uniform(0.5, 1.0)
+    m = R.c51_project(q, reward, done, gamma, sup)
+    z = R.supports(np.float64, sup)
+    np.testing.assert_allclose(m.sum(axis=1), 1.0, rtol=1e-12)
+    assert (m >= 0).all()
+    tz = np.clip(reward[:, None] + gamma * (1 - done)[:, None] * z[None, :], sup[0], sup[1])
+    np.testing.assert_allclose((m * z).sum(axis=1), (q * tz).sum(axis=1), rtol=1e-10, atol=1e-12 * sup[1])
+
+
 def test_c51_loss_non_finite_reward_poisons_only_its_row(rng):
     """A NaN/inf reward gives that row a NaN loss and NaN gradients (the grad guard then skips
     the Q step) with every atom index kept in range; the other rows are unaffected."""
@@ -144,7 +220,7 @@ def test_c51_loss_non_finite_reward_poisons_only_its_row(rng):
     inp["reward"][1] = np.nan
     inp["reward"][3] = np.inf
     n = 5
-    isv = S.bootstrap_vector()
+    isv = _isv(_random_support(rng), gain=2.5)
     outs = [poisoned(n * NQ), poisoned(n * N_ATOMS), poisoned(n), poisoned(n)]
     order = ("adv", "val", "actions", "t_adv", "t_val", "a_star", "reward", "done", "is_w")
     KL.rl_c51_loss[_grid(n)](_gate(), *[cuda.to_device(np.ascontiguousarray(inp[k]).ravel()) for k in order],
@@ -155,7 +231,8 @@ def test_c51_loss_non_finite_reward_poisons_only_its_row(rng):
     assert np.isnan(d_val.reshape(n, N_ATOMS)[bad]).all() and np.isfinite(d_val.reshape(n, N_ATOMS)[~bad]).all()
     f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in inp.items()}
     ce, *_ = R.rl_c51_loss(f64["adv"], f64["val"], inp["actions"], f64["t_adv"], f64["t_val"], inp["a_star"],
-                           f64["reward"], f64["done"], f64["is_w"], float(isv[S.RL_GAMMA]))
+                           f64["reward"], f64["done"], f64["is_w"], float(isv[S.RL_GAMMA]), support=R.support_of(isv),
+                           gain=2.5)
     assert np.isnan(ce[bad]).all()
     np.testing.assert_allclose(loss[~bad], ce[~bad], rtol=1e-4, atol=1e-5)
 

@@ -38,13 +38,20 @@ def _forward_outputs(n_rows, n_b, n_t):
                 bce_out=poisoned(n_b), aux_out=poisoned(n_b), v_dq=poisoned(n_rows), t_val=poisoned(n_t * N_ATOMS))
 
 
-def _run_forward(gate, h, th, p, target, lay, n_b, outs):
+def _support_isv(support):
+    """A bootstrap ISV holding the C51 support [V_MIN, V_MAX] V_dq is taken on."""
+    isv = S.bootstrap_vector()
+    isv[S.RL_SUPPORT_V_MIN], isv[S.RL_SUPPORT_V_MAX] = support
+    return isv
+
+
+def _run_forward(gate, h, th, p, target, lay, n_b, outs, support=(-10.0, 10.0)):
     """The narrow forward as the learner launches it: Launcher.narrow_forward, then the target's q.val GEMM."""
     n_rows, n_t = len(h), len(th)
     ln = Launcher()
     w_narrow, y_narrow = poisoned((HIDDEN + 1) * KN.N_COLS), poisoned(n_rows * KN.N_COLS)
     ln.narrow_forward(gate, cuda.to_device(h.ravel()), n_rows, n_b, cuda.to_device(p),
-                      cuda.to_device(KN.layer_offsets(lay)), w_narrow, y_narrow,
+                      cuda.to_device(KN.layer_offsets(lay)), w_narrow, y_narrow, cuda.to_device(_support_isv(support)),
                       tuple(outs[k] for k in ("q_val", "v_out", "pi_logits", "bce_out", "aux_out", "v_dq")))
     ln.forward(gate, cuda.to_device(th.ravel()), n_t, lay.layers["q.val"], cuda.to_device(target), outs["t_val"],
                G.ACT_NONE)
@@ -58,9 +65,11 @@ def test_narrow_forward_matches_reference(rng, n_rows, n_b, n_t):
     h = nonzero_uniform(rng, (n_rows, HIDDEN), -1, 1)
     th = nonzero_uniform(rng, (n_t, HIDDEN), -1, 1)
     outs = _forward_outputs(n_rows, n_b, n_t)
-    _run_forward(_gate(), h, th, p, target, lay, n_b, outs)
+    v_max = np.float32(10.0 ** rng.uniform(-2, 2))  # V_dq on a support --adaptive-support could have set
+    support = np.array([-v_max, v_max], np.float32)
+    _run_forward(_gate(), h, th, p, target, lay, n_b, outs, support)
     ref = N.forward(h.astype(np.float64), th.astype(np.float64), p.astype(np.float64), target.astype(np.float64),
-                    lay, n_b)
+                    lay, n_b, support)
     # Float32 rounding is relative to the terms summed, not to the result (which can cancel to ~0):
     # the same forward on |inputs| bounds every output's terms.
     mag = N.forward(np.abs(h.astype(np.float64)), np.abs(th.astype(np.float64)), np.abs(p.astype(np.float64)),

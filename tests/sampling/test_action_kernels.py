@@ -2,13 +2,15 @@
 import math
 
 import numpy as np
+import pytest
 from numba import cuda
 from support import assert_all_written, nonzero_uniform, poisoned
 
+from alpharl import isv as S
 from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_action_kernel, rl_pi_action_kernel
 from alpharl.prng import seed_states
 from alpharl.reference import sampling as ref
-from alpharl.sizes import N_ACTIONS, N_ATOMS, V_MAX, V_MIN
+from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 
 def _pi_launch(logits, states):
@@ -100,26 +102,33 @@ def test_pi_action_never_samples_an_underflowed_action(rng):
     assert np.isfinite(logp).all() and (logp <= 0).all()
 
 
-def _supports():
-    return np.linspace(V_MIN, V_MAX, N_ATOMS).astype(np.float32)
+def _isv(v_max=None):
+    """A bootstrap ISV whose C51 support is +-v_max (None: the bootstrap +-10)."""
+    isv = S.bootstrap_vector()
+    if v_max is not None:
+        isv[S.RL_SUPPORT_V_MIN], isv[S.RL_SUPPORT_V_MAX] = -v_max, v_max
+    return isv
 
 
-def _thompson_launch(q_logits, states):
+def _thompson_launch(q_logits, states, isv=None):
     b = q_logits.shape[0]
     d_states = cuda.to_device(states)
     actions = poisoned(b, np.int32)
-    rl_action_kernel[action_grid(b), ACTION_BLOCK](cuda.to_device(q_logits), cuda.to_device(_supports()),
-                                                    d_states, actions)
+    isv = _isv() if isv is None else isv
+    rl_action_kernel[action_grid(b), ACTION_BLOCK](cuda.to_device(q_logits), cuda.to_device(isv), d_states, actions)
     return assert_all_written(actions), d_states.copy_to_host()
 
 
-def test_thompson_action_matches_reference(rng):
+@pytest.mark.parametrize("support", ["bootstrap", "random"])
+def test_thompson_action_matches_reference(rng, support):
+    """The sampled returns are read on the ISV's support (the bootstrap +-10 or one --adaptive-support set)."""
     b = 40
     q_logits = nonzero_uniform(rng, (b, N_ACTIONS, N_ATOMS), -3.0, 3.0)
     states = seed_states(int(rng.integers(2**63)), b)
-    actions, new_states = _thompson_launch(q_logits, states)
+    isv = _isv(None if support == "bootstrap" else np.float32(10.0 ** rng.uniform(-2, 2)))
+    actions, new_states = _thompson_launch(q_logits, states, isv)
     ref_states, ref_actions = states.copy(), np.empty(b, np.int32)
-    ref.rl_action_kernel(q_logits, _supports(), ref_states, ref_actions)
+    ref.rl_action_kernel(q_logits, isv, ref_states, ref_actions)
     np.testing.assert_array_equal(new_states, ref_states)
     np.testing.assert_array_equal(actions, ref_actions)
 

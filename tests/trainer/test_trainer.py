@@ -121,23 +121,37 @@ def test_nan_guard_keeps_weights_finite(what):
     _check_isv_in_range(np.where(np.isnan(isv), 0, isv))
 
 
+#: The switches of the scale-free signals, all on.
+SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(target.on_simulator() is False, reason="the sim backend needs the CUDA simulator")
-def test_one_step_numpy_and_kernels_agree():
-    """One step from the same state: the kernels (sim backend) and the NumPy references agree."""
-    kw = dict(b=1, minibatch=2, replay_capacity=8)
+@pytest.mark.parametrize("switches", [{}, SIGNALS_ON], ids=["fixed", "signals"])
+def test_one_step_numpy_and_kernels_agree(switches):
+    """One step from the same state: the kernels (sim backend) and the NumPy references agree, with the
+    reward normaliser, the adaptive support and the anchors off and on."""
+    kw = dict(b=1, minibatch=2, replay_capacity=8, **switches)
     # A narrow encoder: the simulator runs one Python thread per GPU thread, and the kernels take the
     # width as an argument (their tiles cover any width; tests/nets checks them at several).
     ref = IntegratedTrainer(_cfg(**kw), MARKET, hidden=16)
     dev = IntegratedTrainer(_cfg(backend="sim", **kw), MARKET, hidden=16)
+    lr_used = max(float(ref.read_isv()[s]) for s in S.LR_SLOTS)  # the step's Adam runs before its controllers
     ref.step()
     dev.step()
     isv_r, isv_d = ref.read_isv(), dev.read_isv()
     _check_losses_finite(isv_d)
     _check_isv_in_range(isv_d)
-    np.testing.assert_allclose(isv_d, isv_r, rtol=2e-3, atol=1e-5)
+    # The relative update's Adam direction u = g / (|g| + eps) on a first step is as sensitive to float32
+    # rounding of a gradient near eps as the parameters below; its norm (and the grad-norm target taken
+    # from it) agrees to 2%.
+    rel = [S.RL_OBS_Q_REL_UPDATE + k for k in range(len(S.LR_SLOTS))]
+    rel += [e + S.GN_TARGET_OFFSET for e in S.GRAD_NORM_EMA_SLOTS]
+    np.testing.assert_allclose(isv_d[rel], isv_r[rel], rtol=2e-2)
+    strict = np.setdiff1d(np.arange(len(isv_r)), rel)
+    np.testing.assert_allclose(isv_d[strict], isv_r[strict], rtol=2e-3, atol=1e-5)
     sr, sd = ref.state_dict(), dev.state_dict()
-    for k in ("nets.target", "sim.state_i", "replay.priority", "prng"):
+    for k in ("nets.target", "sim.state_i", "replay.priority", "replay.reward", "prng", "ret_run"):
         np.testing.assert_allclose(np.asarray(sd[k], np.float64), np.asarray(sr[k], np.float64), rtol=1e-3,
                                    atol=1e-5, err_msg=k)
     # Adam's first step is lr * g / (|g| + eps) ~ +-lr: where a gradient is ~0, float32 noise
@@ -145,9 +159,8 @@ def test_one_step_numpy_and_kernels_agree():
     # by up to 2 lr; everything else agrees to tolerance.
     p_d, p_r = sd["nets.params"].astype(np.float64), sr["nets.params"].astype(np.float64)
     close = np.isclose(p_d, p_r, rtol=1e-3, atol=1e-5)
-    lr_max = max(float(isv_r[s]) for s in S.LR_SLOTS)
     assert close.mean() > 0.99, f"{(~close).sum()} parameters differ"
-    assert np.abs(p_d - p_r)[~close].max(initial=0) <= 2 * lr_max * 1.01
+    assert np.abs(p_d - p_r)[~close].max(initial=0) <= 2 * lr_used * 1.01
 
 
 def test_numpy_backend_launches_no_kernel(monkeypatch):
@@ -162,3 +175,50 @@ def test_numpy_backend_launches_no_kernel(monkeypatch):
     tr = IntegratedTrainer(_cfg(k_max=2), MARKET)
     tr.run(2)
     assert np.isfinite(tr.read_isv()[S.RL_LOSS_Q])
+
+
+def test_signals_switches_run_deterministic_and_resume_bit_identically():
+    """--reward-norm --adaptive-support --adaptive-anchors: every ISV slot in range, the new statistics
+    moving, same seed same bits, and N steps + checkpoint + N steps == 2N steps (the running returns are
+    in the checkpoint)."""
+    cfg = _cfg(k_max=2, **SIGNALS_ON)
+    a = IntegratedTrainer(cfg, MARKET)
+    a.run(6)
+    isv = a.read_isv()
+    _check_losses_finite(isv)
+    _check_isv_in_range(isv)
+    assert isv[S.RL_REWARD_NORM_COUNT] == 6 and isv[S.RL_REWARD_GAIN] != 1.0
+    assert isv[S.RL_SUPPORT_V_MAX] != 10.0 and isv[S.RL_SUPPORT_V_MIN] == -isv[S.RL_SUPPORT_V_MAX]
+    assert (isv[[S.RL_OBS_Q_REL_UPDATE + k for k in range(6)]] > 0).all()
+    assert (isv[[e + S.GN_TARGET_OFFSET for e in S.GRAD_NORM_EMA_SLOTS]] > 0).all()
+    b = IntegratedTrainer(cfg, MARKET)
+    b.run(3)
+    c = IntegratedTrainer(cfg, MARKET)
+    c.load_state_dict(b.state_dict())
+    c.run(3)
+    _state_equal(a.state_dict(), c.state_dict())
+
+
+def test_signals_off_leaves_their_slots_and_the_replay_as_before():
+    """All three switches off: rl_scale as before (no running returns), the replay stores reward x
+    reward_scale, the new slots hold their bootstrap values."""
+    tr = IntegratedTrainer(_cfg(), MARKET)
+    tr.run(3)
+    isv, sd = tr.read_isv(), tr.state_dict()
+    new = [s for s in S.SLOTS if S.RL_REWARD_MEAN_EMA <= s.index <= S.RL_K_RATIO_FLOOR]
+    assert all(isv[s.index] == s.bootstrap for s in new), [s.name for s in new if isv[s.index] != s.bootstrap]
+    assert not sd["ret_run"].any()
+    assert tr.ops.reward_stored is tr.ops.reward
+
+
+def test_a_checkpoint_without_running_returns_loads():
+    """A checkpoint written before the running returns existed loads them as zeros."""
+    a = IntegratedTrainer(_cfg(), MARKET)
+    a.run(2)
+    sd = a.state_dict()
+    sd.pop("ret_run")
+    b = IntegratedTrainer(_cfg(), MARKET)
+    b.load_state_dict(sd)
+    b.run(1)
+    a.run(1)
+    _state_equal(a.state_dict(), b.state_dict())

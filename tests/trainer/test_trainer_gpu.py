@@ -12,20 +12,25 @@ pytestmark = pytest.mark.gpu
 MARKET = load_embedded()
 
 
-def _run(graph: bool, steps: int, b: int = 16, seed: int = 5, rollout: int = 1):
+#: The switches of the scale-free signals, all on.
+SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True)
+
+
+def _run(graph: bool, steps: int, b: int = 16, seed: int = 5, rollout: int = 1, **switches):
     tr = IntegratedTrainer(TrainConfig(b=b, backend="cuda", graph=graph, seed=seed, replay_capacity=4096,
-                                       minibatch=64, rollout=rollout), MARKET)
+                                       minibatch=64, rollout=rollout, **switches), MARKET)
     tr.run(steps)
     return tr
 
 
 @pytest.mark.parametrize("rollout", [1, 4])
-def test_graph_and_eager_are_bit_identical(rollout):
+@pytest.mark.parametrize("switches", [{}, SIGNALS_ON], ids=["fixed", "signals"])
+def test_graph_and_eager_are_bit_identical(rollout, switches):
     """rollout 4: 13 steps = collect and update graphs each captured and replayed, ending mid-rollout."""
     steps = 12 if rollout == 1 else 13
-    ga = _run(True, steps, rollout=rollout)
+    ga = _run(True, steps, rollout=rollout, **switches)
     a = ga.state_dict()
-    b = _run(False, steps, rollout=rollout).state_dict()
+    b = _run(False, steps, rollout=rollout, **switches).state_dict()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     if rollout > 1:
@@ -33,6 +38,10 @@ def test_graph_and_eager_are_bit_identical(rollout):
 
         assert ga.captured(ENV_COLLECT) is not None and ga.captured(ENV_GAE) is not None
         assert ga.read_isv()[S.RL_OBS_PPO_SAMPLES] == 0  # step 13 collected
+    if switches:
+        isv = a["isv"]
+        assert isv[S.RL_SUPPORT_V_MAX] != 10.0 and isv[S.RL_REWARD_GAIN] != 1.0
+        assert (isv[[S.RL_OBS_Q_REL_UPDATE + k for k in range(len(S.LR_SLOTS))]] > 0).all()
 
 
 @pytest.mark.parametrize("rollout", [1, 4])

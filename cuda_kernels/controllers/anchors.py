@@ -1,0 +1,113 @@
+"""Anchors of the controllers from observed, scale-free signals (--adaptive-anchors):
+``rl_anchor_controller``, run inside ``rl_step_controllers`` between the signal EMAs and the controllers.
+
+A controller whose signal does not respond to its output ends on a clamp whenever its fixed anchor
+differs from where the signal happens to sit (benchmarks/results/LEARNING.md). Each anchor below is
+written into an ISV slot; a slot at 0 (the anchors off, or not yet observed) makes its controller use
+the fixed constant it used before, so with the switch off every controller is unchanged bit for bit.
+The controllers' laws stay as they are: only the value each aims at changes.
+
+- LR (seed law, unchanged): target = lr x T / G with G the head's grad-norm EMA. Under Adam the step a
+  head takes is lr u, u = m_hat / (sqrt(v_hat) + eps), whatever the gradient's size: G does not
+  respond to lr, so a fixed T = 1 drives lr to a clamp (G ~ 0.1-0.4 -> LR_MAX, the BCE head's G > 1 ->
+  LR_MIN). Anchor: T_h = G_h rho* / rho_h, rho_h = lr_h ||u_h|| / ||W_h|| the head's relative update
+  of the last Adam step (``rl_grad_guard``), rho* = REL_UPDATE_TARGET. The law's ratio T / G becomes
+  rho* / rho_h, and since rho_h is proportional to lr_h the law has the fixed point rho_h = rho*:
+  lr_h* = rho* ||W_h|| / ||u_h||, reached geometrically (lr' = (1 - w) lr + w lr*, w >= 0.4).
+  rho* = 1e-3: a step that changes a weight matrix by a thousandth of its norm, the common rule of
+  thumb for the update-to-weight ratio; dimensionless, the same for every head and market.
+- KL target of the PPO clip: KL* = KL_PER_NAT x H, H the policy's entropy EMA, KL_PER_NAT =
+  KL_TARGET / ENTROPY_TARGET (today's pair, 0.01 nats at half of ln 9, kept as a ratio): a trust
+  region relative to the policy's spread (a policy with little entropy flips its choice with a small
+  KL; a broad one can move further). With K = 1 the batch is used once and its ratio is 1: the clip
+  acts on nothing and the KL says nothing about it, so KL* = the KL EMA itself (the controller holds).
+- Entropy target: H* = the entropy of a policy that gives each of the N_ACTIONS - 1 non-greedy
+  actions probability p = tau (the target network's rate, isv[RL_TARGET_TAU]):
+  H* = -(1 - (N-1) p) ln(1 - (N-1) p) - (N-1) p ln p. A backtest then still tries every action about
+  once per target-network time constant 1 / tau, so the C51 critic's targets keep covering every
+  action; tau = 0.005 gives 0.25 nats.
+- K's advantage-variance ratio: the controller compares var(A) / var(return) with 0.5 and 0.1, levels
+  the ratio may never reach: how much of the one-step target's variance a baseline can explain depends
+  on how predictable the market's rewards are (one-step TD on a fill-driven reward stays near 1 with any
+  baseline), so K sat on K_MAX. Anchor: the best fit the baseline has shown, f = a running minimum of
+  the ratio that forgets at K_FLOOR_LEAK per step (f <- min(ratio, f + leak (ratio - f))), into
+  RL_K_RATIO_FLOOR; the K controller's thresholds become f + 0.5 (1 - f) and f + 0.1 (1 - f): more
+  updates when the baseline has fallen behind the fit it reached (more than half-way from f to 1),
+  fewer when it is within a tenth of it.
+
+Bootstraps (always, also with the anchors off): the reward gain (1) and the support (+-10) on sentinel 0.
+Launch [1, 1] (the unit kernel); the fused step runs it on thread 0.
+"""
+import math
+
+from numba import float32, int32
+
+from alpharl.cuda_kernels.controllers.common import finite, observed
+from alpharl.cuda_kernels.controllers.k_loop import k_of
+from alpharl.cuda_kernels.controllers.ppo import ENTROPY_TARGET, KL_TARGET
+from alpharl.cuda_kernels.controllers.target_tau import TAU_BOOTSTRAP
+from alpharl.cuda_kernels.registry import kernel
+from alpharl.isv import (GN_TARGET_OFFSET, GRAD_NORM_EMA_SLOTS, GRAD_NORM_OBS_OFFSET, LR_SLOTS, REL_UPDATE_OBS_OFFSET,
+                         RL_ADV_VAR_EMA, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR, RL_KL_EMA, RL_KL_TARGET,
+                         RL_Q_GRAD_NORM_EMA, RL_RETURN_VAR_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX, RL_SUPPORT_V_MIN,
+                         RL_TARGET_TAU, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP)
+from alpharl.sizes import N_ACTIONS
+
+#: ``flags`` bit of rl_step_controllers / rl_anchor_controller: --adaptive-anchors.
+FLAG_ANCHORS = 1
+#: rho*: the relative update ||lr u|| / ||W|| every head's learning rate aims at.
+REL_UPDATE_TARGET = 1.0e-3
+#: KL target per nat of policy entropy (today's KL_TARGET at today's ENTROPY_TARGET).
+KL_PER_NAT = KL_TARGET / ENTROPY_TARGET
+#: Per-step rate at which K's floor (the best advantage-variance ratio seen) forgets: ~1000 steps,
+#: ten times the horizon of the variance EMAs it is taken from.
+K_FLOOR_LEAK = 1.0e-3
+#: Heads of the LR controller, and the offset from a head's EMA slot to its relative-update slot.
+N_HEADS = len(LR_SLOTS)
+REL_FROM_EMA = GRAD_NORM_OBS_OFFSET + REL_UPDATE_OBS_OFFSET
+assert list(GRAD_NORM_EMA_SLOTS) == list(range(RL_Q_GRAD_NORM_EMA, RL_Q_GRAD_NORM_EMA + N_HEADS))
+
+
+def entropy_with_floor(p: float, n_actions: int = N_ACTIONS) -> float:
+    """Host twin of the entropy target's formula: a greedy action and n_actions - 1 others at p each."""
+    q = 1.0 - (n_actions - 1) * p
+    return -q * math.log(q) - (n_actions - 1) * p * math.log(p)
+
+
+@kernel("void(float32[::1], int32)", test_only=True)
+def rl_anchor_controller(isv, flags):
+    """Bootstrap the gain and the support on sentinel; with FLAG_ANCHORS write every anchor slot
+    (module docstring): gn_target_* (hold while rho or G is unobserved), kl_target, entropy_target,
+    k_ratio_floor (each holds while its inputs are unobserved; the floor takes its first ratio as is).
+    Launch [1, 1]."""
+    if not (isv[RL_REWARD_GAIN] > float32(0.0)):
+        isv[RL_REWARD_GAIN] = float32(1.0)
+    if not (isv[RL_SUPPORT_V_MAX] > float32(0.0)):
+        isv[RL_SUPPORT_V_MAX] = float32(V_MAX_BOOTSTRAP)
+        isv[RL_SUPPORT_V_MIN] = float32(V_MIN_BOOTSTRAP)
+    if (flags & FLAG_ANCHORS) == 0:
+        return
+    for h in range(N_HEADS):
+        ema = isv[RL_Q_GRAD_NORM_EMA + h]
+        rho = isv[RL_Q_GRAD_NORM_EMA + h + REL_FROM_EMA]
+        if observed(ema) and ema > float32(0.0) and observed(rho) and rho > float32(0.0):
+            isv[RL_Q_GRAD_NORM_EMA + h + GN_TARGET_OFFSET] = ema * float32(REL_UPDATE_TARGET) / rho
+    h_ema = isv[RL_ENTROPY_EMA]
+    if k_of(isv) == int32(1):
+        isv[RL_KL_TARGET] = isv[RL_KL_EMA]
+    elif observed(h_ema) and h_ema > float32(0.0):
+        isv[RL_KL_TARGET] = float32(KL_PER_NAT) * h_ema
+    tau = isv[RL_TARGET_TAU]
+    if not (tau > float32(0.0)) or not finite(tau):
+        tau = float32(TAU_BOOTSTRAP)
+    p = min(tau, float32(0.5 / (N_ACTIONS - 1)))
+    q = float32(1.0) - float32(N_ACTIONS - 1) * p
+    isv[RL_ENTROPY_TARGET] = -q * math.log(q) - float32(N_ACTIONS - 1) * p * math.log(p)
+    adv_var = isv[RL_ADV_VAR_EMA]
+    ret_var = isv[RL_RETURN_VAR_EMA]
+    if observed(adv_var) and observed(ret_var) and adv_var > float32(0.0) and ret_var > float32(0.0):
+        ratio = min(adv_var / ret_var, float32(1.0))
+        f = isv[RL_K_RATIO_FLOOR]
+        if f > float32(0.0):
+            ratio = min(ratio, f + float32(K_FLOOR_LEAK) * (ratio - f))
+        isv[RL_K_RATIO_FLOOR] = ratio

@@ -1,0 +1,187 @@
+"""--adaptive-anchors: rl_anchor_controller and the controllers that read its anchors, from pre-seeded
+ISV inputs: kernel and NumPy reference against the rule its docstring states; the anchors off (slots 0)
+leave every controller on its fixed constant; the LR law's fixed point is the relative-update target."""
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from alpharl import isv as S
+from alpharl.cuda_kernels.controllers import anchors as AN
+from alpharl.cuda_kernels.controllers import k_loop as KL
+from alpharl.cuda_kernels.controllers import lr as LR
+from alpharl.cuda_kernels.controllers import ppo as PPO
+from alpharl.cuda_kernels.controllers import target_tau as TAU
+from alpharl.reference import controllers as R
+
+K = S.K_FIXED_POINT
+HEADS = S.GRAD_NORM_EMA_SLOTS
+
+
+def _isv(seed: dict):
+    v = S.sentinel_vector()
+    for k, x in seed.items():
+        v[k] = x
+    return v
+
+
+def _rel(ema):
+    return ema + S.GRAD_NORM_OBS_OFFSET + S.REL_UPDATE_OBS_OFFSET
+
+
+def _run_anchors(seed, flags=AN.FLAG_ANCHORS):
+    host = _isv(seed)
+    d = cuda.to_device(host)
+    AN.rl_anchor_controller[1, 1](d, np.int32(flags))
+    ref = host.copy()
+    R.rl_anchor_controller(ref, flags)
+    out = d.copy_to_host()
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=0)
+    return out
+
+
+def _run_scalar(ctrl, seed):
+    host = _isv(seed)
+    d = cuda.to_device(host)
+    ctrl[1, 1](d)
+    ref = host.copy()
+    getattr(R, ctrl.name)(ref)
+    out = d.copy_to_host()
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=0)
+    return out
+
+
+def _seeded(rng):
+    """Every anchor input observed: grad-norm EMAs and relative updates, entropy, KL, tau, K = 2,
+    the reward statistics and the return variance."""
+    seed = {e: rng.uniform(0.05, 2.0) for e in HEADS} | {_rel(e): rng.uniform(1e-4, 1e-2) for e in HEADS}
+    seed |= {S.RL_ENTROPY_EMA: rng.uniform(0.1, 2.0), S.RL_KL_EMA: rng.uniform(1e-4, 0.05),
+             S.RL_TARGET_TAU: rng.uniform(5e-4, 0.01), S.RL_K_LOOP_MULT: 2 * K, S.RL_REWARD_GAIN: 1.0,
+             S.RL_ADV_VAR_EMA: rng.uniform(0.1, 0.9), S.RL_RETURN_VAR_EMA: 1.0}
+    return seed
+
+
+def test_anchor_rules(rng):
+    seed = _seeded(rng)
+    out = _run_anchors(seed)
+    for e in HEADS:
+        assert out[e + S.GN_TARGET_OFFSET] == pytest.approx(seed[e] * AN.REL_UPDATE_TARGET / seed[_rel(e)], rel=1e-5)
+    assert out[S.RL_KL_TARGET] == pytest.approx(AN.KL_PER_NAT * seed[S.RL_ENTROPY_EMA], rel=1e-5)
+    assert AN.KL_PER_NAT * PPO.ENTROPY_TARGET == pytest.approx(PPO.KL_TARGET)
+    assert out[S.RL_ENTROPY_TARGET] == pytest.approx(AN.entropy_with_floor(seed[S.RL_TARGET_TAU]), rel=1e-4)
+    assert out[S.RL_K_RATIO_FLOOR] == pytest.approx(seed[S.RL_ADV_VAR_EMA], rel=1e-6)  # first ratio as is
+
+
+def test_entropy_target_from_tau():
+    """tau = 0.005: each of 8 non-greedy actions at p = 0.005 -> 0.251 nats; more tau, more entropy."""
+    assert AN.entropy_with_floor(0.005) == pytest.approx(0.2511, abs=1e-4)
+    out = [_run_anchors({S.RL_TARGET_TAU: t})[S.RL_ENTROPY_TARGET] for t in (TAU.TAU_MIN, 0.005, TAU.TAU_GAUSSIAN)]
+    assert out[0] < out[1] < out[2] < PPO.ENTROPY_TARGET
+    # tau still at sentinel: its bootstrap
+    assert _run_anchors({})[S.RL_ENTROPY_TARGET] == pytest.approx(AN.entropy_with_floor(TAU.TAU_BOOTSTRAP), rel=1e-4)
+
+
+def test_kl_target_holds_the_clip_when_k_is_one(rng):
+    seed = _seeded(rng) | {S.RL_K_LOOP_MULT: K}
+    out = _run_anchors(seed)
+    assert out[S.RL_KL_TARGET] == np.float32(seed[S.RL_KL_EMA])
+    eps = _run_scalar(PPO.rl_ppo_clip_controller, {S.RL_PPO_CLIP_EPS: 0.17, S.RL_KL_EMA: out[S.RL_KL_EMA],
+                                                   S.RL_KL_TARGET: out[S.RL_KL_TARGET]})[S.RL_PPO_CLIP_EPS]
+    assert eps == pytest.approx(0.17)
+
+
+def test_unobserved_inputs_hold_their_anchor(rng):
+    """Relative update, entropy or advantage variance still unobserved: the anchor slot keeps its value
+    (here a previous one)."""
+    seed = {e + S.GN_TARGET_OFFSET: 0.3 for e in HEADS} | {S.RL_KL_TARGET: 0.02, S.RL_K_RATIO_FLOOR: 0.4,
+                                                          S.RL_K_LOOP_MULT: 3 * K}
+    seed |= {e: 0.5 for e in HEADS}  # EMAs observed, relative updates not
+    seed[S.RL_RETURN_VAR_EMA] = 2.0  # no advantage variance yet
+    out = _run_anchors(seed)
+    assert all(out[e + S.GN_TARGET_OFFSET] == pytest.approx(0.3) for e in HEADS)
+    assert out[S.RL_KL_TARGET] == pytest.approx(0.02)
+    assert out[S.RL_K_RATIO_FLOOR] == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize("f,ratio,want", [(0.3, 0.2, 0.2),                                  # a better fit: taken
+                                          (0.3, 0.8, 0.3 + AN.K_FLOOR_LEAK * 0.5),       # worse: forgets slowly
+                                          (0.3, 5.0, 0.3 + AN.K_FLOOR_LEAK * 0.7),       # ratio capped at 1
+                                          (0.0, 5.0, 1.0)])                              # first, capped
+def test_k_floor_is_a_forgetting_minimum(rng, f, ratio, want):
+    seed = _seeded(rng) | {S.RL_K_RATIO_FLOOR: f, S.RL_ADV_VAR_EMA: ratio, S.RL_RETURN_VAR_EMA: 1.0}
+    assert _run_anchors(seed)[S.RL_K_RATIO_FLOOR] == pytest.approx(want, rel=1e-6)
+
+
+def test_anchors_off_write_only_the_bootstraps(rng):
+    seed = _seeded(rng)
+    seed.pop(S.RL_REWARD_GAIN)
+    out = _run_anchors(seed, flags=0)
+    want = _isv(seed)
+    want[S.RL_REWARD_GAIN] = 1.0
+    want[S.RL_SUPPORT_V_MIN], want[S.RL_SUPPORT_V_MAX] = S.V_MIN_BOOTSTRAP, S.V_MAX_BOOTSTRAP
+    np.testing.assert_array_equal(out, want)
+
+
+# ------------------------------------------------------ controllers reading their anchors
+def test_lr_law_aims_at_the_gn_target_slot(rng):
+    """The seed's law with T from the head's gn_target slot: lr' = w lr T / G + (1 - w) lr (w = 1 on a first
+    observation); slot 0: T = TARGET_GRAD_NORM, as before."""
+    lr0, g = 1e-3, 0.2
+    seed = {s: lr0 for s in S.LR_SLOTS} | {e: g for e in HEADS} | {e + S.GRAD_NORM_OBS_OFFSET: g for e in HEADS}
+    targets = {e + S.GN_TARGET_OFFSET: t for e, t in zip(HEADS, (0.05, 0.1, 0.2, 0.0, 0.3, 0.01))}
+    host = _isv(seed | targets)
+    d = cuda.to_device(host)
+    LR.rl_lr_controller[1, LR.LR_CTRL_BLOCK](d, *[np.int32(e) for e in HEADS])
+    ref = host.copy()
+    R.rl_lr_controller(ref, *HEADS)
+    out = d.copy_to_host()
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    for e, slot in zip(HEADS, S.LR_SLOTS):
+        t = targets[e + S.GN_TARGET_OFFSET] or LR.TARGET_GRAD_NORM
+        assert out[slot] == pytest.approx(min(max(lr0 * t / g, S.LR_MIN), S.LR_MAX), rel=1e-5)
+
+
+def test_lr_law_with_the_anchor_reaches_the_relative_update_target():
+    """Closed loop of anchor + law on a head whose relative update is proportional to lr (Adam: rho = lr c):
+    lr converges to rho* / c (inside the clamps) from above and below, whatever the grad norm."""
+    for c, lr0, g in ((3.0, 3e-3, 0.15), (3.0, 2e-5, 1.7), (0.8, 1e-3, 0.01)):
+        isv = S.bootstrap_vector()
+        isv[S.RL_LR_Q] = lr0
+        for _ in range(40):
+            isv[S.RL_Q_GRAD_NORM_EMA] = g
+            isv[S.RL_OBS_Q_GRAD_NORM] = g * 1.3  # a noisy observation: Wiener weight < 1
+            isv[S.RL_OBS_Q_REL_UPDATE] = isv[S.RL_LR_Q] * c
+            R.rl_anchor_controller(isv, AN.FLAG_ANCHORS)
+            R.rl_lr_controller(isv, *HEADS)
+        assert isv[S.RL_LR_Q] == pytest.approx(AN.REL_UPDATE_TARGET / c, rel=1e-3)
+        assert S.LR_MIN < isv[S.RL_LR_Q] < S.LR_MAX
+
+
+@pytest.mark.parametrize("t,kl,want", [(0.004, 0.004 * 1.5 * 1.01, 0.2 / PPO.CLIP_EPS_STEP),
+                                       (0.004, 0.004 * 1.5 * 0.99, 0.2),
+                                       (0.004, 0.004 / 1.5 * 0.99, 0.2 * PPO.CLIP_EPS_STEP),
+                                       (0.0, 0.004 / 1.5 * 0.99, 0.2 * PPO.CLIP_EPS_STEP),   # 0: KL_TARGET 0.01
+                                       (0.0, 0.011, 0.2)])
+def test_clip_reads_the_kl_target(t, kl, want):
+    out = _run_scalar(PPO.rl_ppo_clip_controller, {S.RL_PPO_CLIP_EPS: 0.2, S.RL_KL_EMA: kl, S.RL_KL_TARGET: t})
+    assert out[S.RL_PPO_CLIP_EPS] == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("t", [0.0, 0.25])
+def test_entropy_coef_reads_the_entropy_target(t):
+    h = 0.5
+    out = _run_scalar(PPO.rl_entropy_coef_controller, {S.RL_ENTROPY_COEF: 0.02, S.RL_ENTROPY_EMA: h,
+                                                       S.RL_ENTROPY_TARGET: t})
+    target = t or PPO.ENTROPY_TARGET
+    assert out[S.RL_ENTROPY_COEF] == pytest.approx(0.02 * math.exp(PPO.ENTROPY_GAIN * (target - h) / target), rel=1e-5)
+
+
+@pytest.mark.parametrize("f,ratio,step", [(0.0, KL.K_RATIO_HI * 1.01, 1), (0.0, KL.K_RATIO_LO * 0.99, -1),
+                                          (0.6, 0.6 + 0.5 * 0.4 * 1.01, 1), (0.6, 0.6 + 0.5 * 0.4 * 0.99, 0),
+                                          (0.6, 0.6 + 0.1 * 0.4 * 0.99, -1), (0.6, 0.6 + 0.1 * 0.4 * 1.01, 0),
+                                          (0.6, 0.55, -1)])
+def test_k_thresholds_sit_above_the_floor(f, ratio, step):
+    out = _run_scalar(KL.rl_k_loop_controller, {S.RL_K_LOOP_MULT: 2 * K, S.RL_ADV_VAR_EMA: ratio,
+                                                S.RL_RETURN_VAR_EMA: 1.0, S.RL_K_RATIO_FLOOR: f})
+    assert out[S.RL_K_LOOP_MULT] == pytest.approx(2 * K + step * KL.K_STEP, rel=1e-6)
