@@ -1,0 +1,433 @@
+"""alpharl against hftbacktest on LOBSTER data, fill for fill.
+
+Converts a LOBSTER day into hftbacktest's event format, runs one scripted
+strategy in both backtesters with matched settings, and compares their fills
+(row, side, price, quantity, maker or taker, fee) and cash.
+
+    PYTHONPATH=. python benchmarks/vs_hftbacktest.py FILE.zip [FILE.zip ...] [--strategy join] [--lot 100]
+
+needs ``hftbacktest`` (the ``test`` extra). The test suite runs the same
+comparison (tests/backtest/test_vs_hftbacktest.py).
+
+**The event clock.** Row i of the LOBSTER file (message i and the book after
+it) is hftbacktest's timestamp i, so ``latency_events = 1`` in alpharl is a
+constant entry latency of 1 in hftbacktest (response latency 0): an order sent
+at row c reaches the exchange after the events of row c + 1, as an alpharl
+order goes live on the book after event c + 1.
+
+**The conversion** (``lobster_feed``). Row i becomes, at timestamp i: a trade
+event for an execution (types 4 and 5; LOBSTER's direction is the side of the
+resting order, so an executed sell order is a buyer-initiated trade), then
+depth events for every visible level whose size changed. A level that leaves
+the visible top L is not known to be empty (it may only have scrolled out of
+view): with ``beyond_view="keep"`` it is deleted only once a price beyond it is
+visible or the side shows fewer than L levels, the rule alpharl's queue cap
+follows; ``"delete"`` deletes it at once (a plain diff of the L-level
+snapshots). Executions at a price between two ticks (hidden midpoint orders)
+are passed on (``off_tick="pass"``: hftbacktest rounds them onto a tick) or
+dropped (``"drop"``, as alpharl does by default).
+
+**Whole windows in alpharl.** A backtest's episode ends when a round trip
+closes and the simulator then restarts it at a random row. To replay a whole
+window, each backtest replays one segment of the day and is put back on its
+next step's row after every step (``alpharl_fills``): an episode that closed
+restarts flat, with no orders, exactly where the segment continues. hftbacktest
+replays each segment on its own from a snapshot of the book there (the depth it
+knows at that row, levels out of view included), so both start every segment
+flat.
+
+**Strategies** (the same decisions at the same rows in both):
+
+- ``market``: a market buy at even steps and a market sell at odd steps (one
+  round trip every two steps);
+- ``join``: join the touch. Flat: a buy at the best bid; long: a sell at the best
+  ask; one order at a time, kept while it is at or better than the touch
+  (re-posting at the same price would keep its queue position in alpharl) and
+  re-posted at the touch once outbid.
+
+hftbacktest's two exchange models differ from alpharl's default rules:
+``NoPartialFillExchange`` fills a taker order whole at the best price (it does
+not walk the depth) and a resting order whole once a trade passes the queue
+ahead by any amount; ``PartialFillExchange`` walks the depth but reports only
+the last level's fill of a multi-level taker order to the strategy (version
+2.4.4). The comparison uses the no-partial exchange.
+"""
+from __future__ import annotations
+
+import alpharl  # noqa: F401,I001  (first: chooses numba's target before numba loads)
+
+import argparse
+import sys
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+from hftbacktest import (BUY_EVENT, DEPTH_EVENT, EXCH_EVENT, GTC, GTX, LIMIT, LOCAL_EVENT, MARKET, SELL_EVENT,
+                         TRADE_EVENT, BacktestAsset, HashMapMarketDepthBacktest)
+from hftbacktest.binding import event_dtype
+from hftbacktest.order import CANCELED, EXPIRED, FILLED, PARTIALLY_FILLED, REJECTED
+from numba import njit
+
+from alpharl import actions as A
+from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, ASK_SIZE, BID_PAD_PRICE, BID_PRICE, BID_SIZE,
+                                    BOOK_COLS_PER_LEVEL, EV_EXEC, EV_HIDDEN_EXEC, PRICE_SCALE)
+from alpharl.lobster.load import load_lobster
+from alpharl.reference.lobsim import ReferenceLobSim
+from alpharl.sim import layout as L
+from alpharl.sim.fills import drain_fills
+from alpharl.sim.params import SimParams
+
+STRATEGIES = ("market", "join")
+MARKET_RT, JOIN = range(len(STRATEGIES))
+#: Fields of a fill, the same in both backtesters (price in ticks, side +1 buy / -1 sell).
+FILL_FIELDS = ("row", "side", "price", "qty", "maker")
+#: hftbacktest's answer for an empty book side (best_bid_tick / best_ask_tick).
+HBT_NO_BID = np.iinfo(np.int64).min
+HBT_NO_ASK = np.iinfo(np.int64).max
+_EV = EXCH_EVENT | LOCAL_EVENT
+
+
+# ------------------------------------------------------------------ the feed
+@dataclass
+class HbtFeed:
+    """A LOBSTER day in hftbacktest's events: ``events`` for rows 1..n-1 (timestamp = row) and, for
+    every asked start row, the depth hftbacktest knows there as events at that row."""
+
+    events: np.ndarray
+    snapshots: dict = field(default_factory=dict)
+    tick_dollars: float = 0.01
+
+    def segment(self, start: int, stop: int) -> np.ndarray:
+        """The events a replay of rows start..stop needs: the book at start, then rows start+1..stop."""
+        ts = self.events["exch_ts"]
+        lo, hi = np.searchsorted(ts, start, "right"), np.searchsorted(ts, stop, "right")
+        return np.concatenate([self.snapshots[start], self.events[lo:hi]])
+
+
+def _depth(ts: int, buy: bool, price: int, qty: int) -> tuple:
+    return (_EV | DEPTH_EVENT | (BUY_EVENT if buy else SELL_EVENT), ts, ts, price / PRICE_SCALE, float(qty), 0, 0, 0.0)
+
+
+def _visible(book_row: np.ndarray, pcols: np.ndarray, zcols: np.ndarray, pad: int) -> dict:
+    prices = book_row[pcols]
+    ok = prices != pad
+    return dict(zip(prices[ok].tolist(), book_row[zcols][ok].tolist()))
+
+
+def lobster_feed(md, starts=(), beyond_view: str = "keep", off_tick: str = "pass") -> HbtFeed:
+    """hftbacktest's events for the LOBSTER day ``md`` (module docstring: the conversion); the
+    book known at each row of ``starts`` is kept as a snapshot."""
+    if beyond_view not in ("keep", "delete") or off_tick not in ("pass", "drop"):
+        raise ValueError(f"beyond_view={beyond_view!r} off_tick={off_tick!r}")
+    book, n, nl = md.book, md.n_events, md.levels
+    lv = np.arange(nl) * BOOK_COLS_PER_LEVEL
+    sides = ((True, lv + BID_PRICE, lv + BID_SIZE, BID_PAD_PRICE), (False, lv + ASK_PRICE, lv + ASK_SIZE, ASK_PAD_PRICE))
+    changed = {buy: np.r_[True, np.any(book[1:, np.r_[pc, zc]] != book[:-1, np.r_[pc, zc]], axis=1)]
+               for buy, pc, zc, _ in sides}
+    known = {True: {}, False: {}}            # price -> size hftbacktest holds, per side (True: bids)
+    wanted = set(int(s) for s in starts)
+    snapshots, out = {}, []
+    trade = np.isin(md.event_type, (EV_EXEC, EV_HIDDEN_EXEC))
+    if off_tick == "drop":
+        trade &= md.price % md.tick == 0
+    for i in range(n):
+        if i > 0 and trade[i]:
+            # direction = side of the executed resting order: a sell order executed = a buyer's trade
+            flag = BUY_EVENT if md.direction[i] < 0 else SELL_EVENT
+            out.append((_EV | TRADE_EVENT | flag, i, i, md.price[i] / PRICE_SCALE, float(md.size[i]), 0, 0, 0.0))
+        for buy, pc, zc, pad in sides:
+            if not changed[buy][i]:
+                continue
+            vis = _visible(book[i], pc, zc, pad)
+            have = known[buy]
+            full = len(vis) == nl
+            deepest = (min(vis) if buy else max(vis)) if vis else None
+            for p in list(have):
+                if p in vis:
+                    continue
+                beyond = full and (p < deepest if buy else p > deepest)
+                if beyond_view == "delete" or not beyond:
+                    del have[p]
+                    if i > 0:
+                        out.append(_depth(i, buy, p, 0))
+            for p, q in vis.items():
+                if have.get(p) != q:
+                    have[p] = q
+                    if i > 0:
+                        out.append(_depth(i, buy, p, q))
+        if i in wanted:
+            snapshots[i] = np.array([_depth(i, buy, p, q) for buy in (True, False) for p, q in known[buy].items()],
+                                    dtype=event_dtype)
+    return HbtFeed(np.array(out, dtype=event_dtype), snapshots, md.tick / PRICE_SCALE)
+
+
+# ----------------------------------------------------------- the strategies
+@dataclass(frozen=True)
+class Match:
+    """Matched settings of one comparison."""
+
+    strategy: str = "market"
+    every: int = 2000
+    """Rows between two decisions (alpharl's events_per_step)."""
+    lot: int = 100
+    maker_fee: float = -0.0002
+    taker_fee: float = 0.0003
+    """Per-value fees (negative: rebate), in both backtesters."""
+    post_only: bool = False
+    """hftbacktest's joins are GTX (post-only) instead of GTC."""
+    sim: SimParams = SimParams(partial_fills=False)
+    """alpharl's other settings (events_per_step, lot, latency, fees, queue model are set from the above);
+    all-or-nothing fills by default, the nearest of alpharl's fill rules to a no-partial exchange."""
+
+    def sim_params(self, n_rows: int) -> SimParams:
+        return replace(self.sim, events_per_step=self.every, episode_steps=max((n_rows - 1) // self.every, 1),
+                       lot_size=self.lot, max_position=max(self.sim.max_position, self.lot), latency_events=1,
+                       maker_fee=self.maker_fee, taker_fee=self.taker_fee, fee_mode="per_value",
+                       queue_model="risk_averse", force_flatten=False, fills_log_capacity=64)
+
+
+@njit
+def _record(hbt, oid, out_i, out_f, nf, fee0):
+    """Record order ``oid``'s fill when it has one: returns (fills, fee after, whether it is done)."""
+    o = hbt.orders(0).get(oid)
+    if o is None:
+        return nf, fee0, True
+    st = o.status
+    if st == FILLED or st == PARTIALLY_FILLED:
+        fee = hbt.state_values(0).fee
+        out_i[nf, 0] = o.exch_timestamp
+        out_i[nf, 1] = o.side
+        out_i[nf, 2] = o.exec_price_tick
+        out_i[nf, 3] = int(o.exec_qty + 0.5)
+        out_i[nf, 4] = 1 if o.arr[0].maker else 0
+        out_i[nf, 5] = oid
+        out_f[nf, 0] = fee - fee0
+        return nf + 1, fee, st == FILLED
+    return nf, fee0, st == CANCELED or st == EXPIRED or st == REJECTED
+
+
+@njit
+def hbt_strategy(hbt, kind, steps, every, lot, tif, out_i, out_f):
+    """Run ``kind`` (MARKET_RT / JOIN) for ``steps`` decisions ``every`` rows apart from the clock's
+    row; fills go to out_i [row, side, price tick, qty, maker, order id] / out_f [fee]. Returns
+    (fills, post-only rejections)."""
+    nf = 0
+    fee0 = 0.0
+    next_id = 1
+    live = 0          # our order in flight or resting (0: none)
+    gone = 0          # an order whose cancel is in flight (it may still fill)
+    live_px = 0
+    live_side = 0
+    rejected = 0
+    hbt.elapse(0)
+    for t in range(steps):
+        d = hbt.depth(0)
+        bid, ask = d.best_bid_tick, d.best_ask_tick
+        pos = hbt.position(0)
+        if kind == 0:
+            if t % 2 == 0:
+                hbt.submit_buy_order(0, next_id, d.best_ask, lot, GTC, MARKET, False)
+            else:
+                hbt.submit_sell_order(0, next_id, d.best_bid, lot, GTC, MARKET, False)
+            live = next_id
+            next_id += 1
+        else:
+            buy = pos < 0.5
+            px = bid if buy else ask
+            ok = px != (-9223372036854775807 - 1) and px != 9223372036854775807
+            side = 1 if buy else -1
+            keep = live != 0 and live_side == side and (live_px >= px if buy else live_px <= px)
+            if ok and not keep:
+                if live != 0:
+                    hbt.cancel(0, live, False)
+                    gone = live
+                if buy:
+                    hbt.submit_buy_order(0, next_id, px * d.tick_size, lot, tif, LIMIT, False)
+                else:
+                    hbt.submit_sell_order(0, next_id, px * d.tick_size, lot, tif, LIMIT, False)
+                live, live_px, live_side = next_id, px, side
+                next_id += 1
+        for r in range(every):
+            if hbt.elapse(1) != 0:
+                break
+            if gone != 0:
+                nf, fee0, over = _record(hbt, gone, out_i, out_f, nf, fee0)
+                if over:
+                    gone = 0
+            if live != 0:
+                o = hbt.orders(0).get(live)
+                expired = o is not None and o.status == EXPIRED
+                nf, fee0, over = _record(hbt, live, out_i, out_f, nf, fee0)
+                if over:
+                    rejected += 1 if expired else 0
+                    live = 0
+            hbt.clear_inactive_orders(0)
+    return nf, rejected
+
+
+def _asset(data: np.ndarray, m: Match, tick_dollars: float, partial: bool = False):
+    a = (BacktestAsset().data(data).linear_asset(1.0).constant_order_latency(1, 0).risk_adverse_queue_model()
+         .trading_value_fee_model(m.maker_fee, m.taker_fee).tick_size(tick_dollars).lot_size(1.0))
+    return a.partial_fill_exchange() if partial else a.no_partial_fill_exchange()
+
+
+@dataclass
+class SideResult:
+    """One backtester's fills per segment (int64 [k, 5]: FILL_FIELDS) with their fees, and cash."""
+
+    fills: list
+    fees: list
+    cash: np.ndarray
+    position: np.ndarray
+    rejected: int = 0
+
+
+def hbt_fills(feed: HbtFeed, starts, steps: int, m: Match) -> SideResult:
+    """hftbacktest's run of the strategy on every segment (starts[k], steps decisions)."""
+    fills, fees, cash, pos, rejected = [], [], [], [], 0
+    kind = STRATEGIES.index(m.strategy)
+    for s in starts:
+        data = feed.segment(int(s), int(s) + steps * m.every)
+        hbt = HashMapMarketDepthBacktest([_asset(data, m, feed.tick_dollars)])
+        cap = 4 * steps + 8
+        out_i, out_f = np.zeros((cap, 6), np.int64), np.zeros((cap, 1), np.float64)
+        nf, rej = hbt_strategy(hbt, kind, steps, m.every, float(m.lot), GTX if m.post_only else GTC, out_i, out_f)
+        sv = hbt.state_values(0)
+        cash.append(sv.balance - sv.fee)
+        pos.append(hbt.position(0))
+        hbt.close()
+        fills.append(out_i[:nf, :5].copy())
+        fees.append(out_f[:nf, 0].copy())
+        rejected += rej
+    return SideResult(fills, fees, np.array(cash), np.array(pos), rejected)
+
+
+# ------------------------------------------------------------ alpharl's side
+def _policy(sim, kind: int, t: int) -> np.ndarray:
+    """The strategy's actions for every backtest at its step t (alpharl ids)."""
+    si = sim.state_i
+    if kind == MARKET_RT:
+        return np.full(sim.B, A.MARKET_BUY if t % 2 == 0 else A.MARKET_SELL, np.int32)
+    rows = si[L.S_CURSOR]
+    bid, ask = sim.book[rows, BID_PRICE], sim.book[rows, ASK_PRICE]
+    buy = si[L.S_INVENTORY] <= 0
+    base = np.where(buy, L.S_BUY_PX, L.S_SELL_PX)
+    b = np.arange(sim.B)
+    qty, px = si[base + L.O_QTY, b], si[base + L.O_PX, b]
+    keep = (qty > 0) & np.where(buy, px >= bid, px <= ask)
+    ok = np.where(buy, bid != L.BID_EMPTY, ask != L.ASK_EMPTY)
+    return np.where(keep | ~ok, A.HOLD, np.where(buy, A.JOIN_BID, A.JOIN_ASK)).astype(np.int32)
+
+
+def alpharl_fills(md, starts, steps: int, m: Match, params: SimParams | None = None) -> SideResult:
+    """The reference simulator's run of the strategy: backtest k replays rows starts[k] ..
+    starts[k] + steps x every, put back on its next step's row after every step (module doc)."""
+    params = params or m.sim_params(md.n_events)
+    starts = np.asarray(starts, np.int64)
+    B = starts.size
+    sim = ReferenceLobSim(md, params, B, seed=0)
+    sim.reset()
+    si, sf = sim.state_i, sim.state_f
+    si[L.S_CURSOR] = starts
+    kind = STRATEGIES.index(m.strategy)
+    last = np.zeros(B, np.int64)
+    closed = np.zeros(B, np.float64)
+    tables = []
+    for t in range(steps):
+        sim.step(_policy(sim, kind, t))
+        table, last, lost = drain_fills(sim, last)
+        assert lost == 0
+        tables.append(table)
+        done = sim.out[L.OUT_DONE] != 0
+        closed += np.where(done, sim.out[L.OUT_TRADE_PNL].astype(np.float64), 0.0)
+        si[L.S_CURSOR] = starts + (t + 1) * params.events_per_step
+    t = pa.concat_tables(tables)
+    cols = {k: t.column(k).to_numpy() for k in ("backtest", "event_row", "side", "price_ticks", "quantity",
+                                                "maker", "fee")}
+    fills, fees = [], []
+    for k in range(B):
+        sel = cols["backtest"] == k
+        fills.append(np.stack([cols["event_row"][sel], cols["side"][sel], cols["price_ticks"][sel],
+                               cols["quantity"][sel], cols["maker"][sel]], axis=1).astype(np.int64))
+        fees.append(cols["fee"][sel])
+    return SideResult(fills, fees, closed + sf[L.F_CASH], si[L.S_INVENTORY].astype(np.float64))
+
+
+# ------------------------------------------------------------ comparison
+@dataclass
+class Comparison:
+    """How two runs of the same segments compare."""
+
+    segments: int
+    fills: tuple               # (alpharl fills, hftbacktest fills)
+    equal_fills: int           # fills equal in both, in order, before a segment's first difference
+    equal_segments: int        # segments whose fills, fees, cash and position all agree
+    first_differences: list = field(default_factory=list)   # (segment, alpharl fill, hftbacktest fill)
+    max_fee_error: float = 0.0
+    max_cash_error: float = 0.0
+    rejected: int = 0
+
+    def line(self) -> str:
+        return (f"{self.equal_segments}/{self.segments} segments equal, fills {self.fills[0]} alpharl / "
+                f"{self.fills[1]} hftbacktest, {self.equal_fills} equal before a segment's first difference")
+
+
+def compare(a: SideResult, h: SideResult, tol: float = 0.005) -> Comparison:
+    """Fill for fill (FILL_FIELDS exactly, fees and cash to ``tol`` dollars)."""
+    c = Comparison(len(a.fills), (sum(len(f) for f in a.fills), sum(len(f) for f in h.fills)), 0, 0,
+                   rejected=h.rejected)
+    for k, (fa, fh) in enumerate(zip(a.fills, h.fills)):
+        n = min(len(fa), len(fh))
+        same = np.all(fa[:n] == fh[:n], axis=1) if n else np.zeros(0, bool)
+        first = int(np.argmin(same)) if n and not same.all() else n
+        c.equal_fills += first
+        fee_err = float(np.abs(a.fees[k][:first] - h.fees[k][:first]).max()) if first else 0.0
+        cash_err = abs(float(a.cash[k] - h.cash[k]))
+        c.max_fee_error = max(c.max_fee_error, fee_err)
+        if first == len(fa) == len(fh):
+            c.max_cash_error = max(c.max_cash_error, cash_err)
+            if fee_err <= tol and cash_err <= tol and a.position[k] == h.position[k]:
+                c.equal_segments += 1
+                continue
+        c.first_differences.append((k, fa[first].tolist() if first < len(fa) else None,
+                                    fh[first].tolist() if first < len(fh) else None))
+    return c
+
+
+def segment_starts(n_rows: int, every: int, steps: int, first: int = 0) -> np.ndarray:
+    """Back-to-back segments of steps x every rows from ``first``, all inside the data."""
+    span = steps * every
+    k = max((n_rows - 1 - first - every) // span, 0)
+    return first + span * np.arange(k, dtype=np.int64)
+
+
+def cross_check(md, m: Match, steps: int, feed: HbtFeed | None = None, params: SimParams | None = None,
+                starts=None) -> Comparison:
+    """Run ``m.strategy`` over back-to-back segments of ``md`` in both backtesters and compare."""
+    starts = segment_starts(md.n_events, m.every, steps) if starts is None else starts
+    feed = feed or lobster_feed(md, starts)
+    return compare(alpharl_fills(md, starts, steps, m, params), hbt_fills(feed, starts, steps, m))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--strategy", choices=STRATEGIES, default="market")
+    ap.add_argument("--every", type=int, default=None, help="rows between decisions")
+    ap.add_argument("--steps", type=int, default=None, help="decisions per segment")
+    ap.add_argument("--lot", type=int, default=100)
+    args = ap.parse_args(argv)
+    every = args.every or (2000 if args.strategy == "market" else 10)
+    steps = args.steps or (2 if args.strategy == "market" else 200)
+    m = Match(strategy=args.strategy, every=every, lot=args.lot)
+    for f in args.files:
+        md = load_lobster(f)
+        c = cross_check(md, m, steps)
+        print(f"{md.ticker} L{md.levels} {m.strategy}: {c.line()}")
+        for d in c.first_differences[:5]:
+            print("   first difference: segment", d[0], "alpharl", d[1], "hftbacktest", d[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
