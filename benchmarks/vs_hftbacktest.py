@@ -4,10 +4,11 @@ Converts a LOBSTER day into hftbacktest's event format, runs one scripted
 strategy in both backtesters with matched settings, and compares their fills
 (row, side, price, quantity, maker or taker, fee) and cash.
 
-    PYTHONPATH=. python benchmarks/vs_hftbacktest.py FILE.zip [FILE.zip ...] [--strategy join] [--lot 100]
+    PYTHONPATH=. python benchmarks/vs_hftbacktest.py FILE.zip [FILE.zip ...] [--out results/x.md]
 
-needs ``hftbacktest`` (the ``test`` extra). The test suite runs the same
-comparison (tests/backtest/test_vs_hftbacktest.py).
+prints the LADDER of comparisons as a Markdown table; needs ``hftbacktest``
+(the ``test`` extra). The test suite runs the same comparisons
+(tests/backtest/test_vs_hftbacktest.py).
 
 **The event clock.** Row i of the LOBSTER file (message i and the book after
 it) is hftbacktest's timestamp i, so ``latency_events = 1`` in alpharl is a
@@ -43,14 +44,26 @@ flat.
 - ``join``: join the touch. Flat: a buy at the best bid; long: a sell at the best
   ask; one order at a time, kept while it is at or better than the touch
   (re-posting at the same price would keep its queue position in alpharl) and
-  re-posted at the touch once outbid.
+  re-posted at the touch once outbid; nothing while a side of the book is empty;
+- ``improve``: the same, one tick inside the spread when it is wider than a
+  tick (an order the book can cross during its latency: post-only matters).
 
-hftbacktest's two exchange models differ from alpharl's default rules:
+**hftbacktest's rules in alpharl** (``HBT_RULES``). hftbacktest's
 ``NoPartialFillExchange`` fills a taker order whole at the best price (it does
 not walk the depth) and a resting order whole once a trade passes the queue
-ahead by any amount; ``PartialFillExchange`` walks the depth but reports only
-the last level's fill of a multi-level taker order to the strategy (version
-2.4.4). The comparison uses the no-partial exchange.
+ahead by any amount: ``fill_rule = "whole_order"``. A GTX order that would
+cross on arrival is rejected: ``post_only``. Its depth keeps the last size the
+feed gave for a price, so an order arriving at a price that has just left the
+visible levels queues behind that size: ``entry_queue = "last_seen"``. It
+rounds an off-tick trade onto the nearest tick: ``off_tick_trades =
+"nearest"``. (``PartialFillExchange`` walks the depth, but in version 2.4.4
+reports only the last level's fill of a multi-level taker order to the
+strategy, so it is not compared.) What remains: alpharl cancels an order (or
+replaces it) at once, hftbacktest's cancel travels with the entry latency, so
+with a latency above one row an order alpharl has re-posted can still fill in
+hftbacktest (counted as "fills after a cancel"); and with such a latency the
+last size seen before a price left the view may differ from the size at
+placement.
 """
 from __future__ import annotations
 
@@ -59,6 +72,7 @@ import alpharl  # noqa: F401,I001  (first: chooses numba's target before numba l
 import argparse
 import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +83,7 @@ from hftbacktest.order import CANCELED, EXPIRED, FILLED, PARTIALLY_FILLED, REJEC
 from numba import njit
 
 from alpharl import actions as A
+from alpharl.atomic import atomic_write
 from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, ASK_SIZE, BID_PAD_PRICE, BID_PRICE, BID_SIZE,
                                     BOOK_COLS_PER_LEVEL, EV_EXEC, EV_HIDDEN_EXEC, PRICE_SCALE)
 from alpharl.lobster.load import load_lobster
@@ -77,13 +92,13 @@ from alpharl.sim import layout as L
 from alpharl.sim.fills import drain_fills
 from alpharl.sim.params import SimParams
 
-STRATEGIES = ("market", "join")
-MARKET_RT, JOIN = range(len(STRATEGIES))
+STRATEGIES = ("market", "join", "improve")
+MARKET_RT, JOIN, IMPROVE = range(len(STRATEGIES))
 #: Fields of a fill, the same in both backtesters (price in ticks, side +1 buy / -1 sell).
 FILL_FIELDS = ("row", "side", "price", "qty", "maker")
 #: hftbacktest's answer for an empty book side (best_bid_tick / best_ask_tick).
-HBT_NO_BID = np.iinfo(np.int64).min
-HBT_NO_ASK = np.iinfo(np.int64).max
+HBT_NO_BID = -(2**63)
+HBT_NO_ASK = 2**63 - 1
 _EV = EXCH_EVENT | LOCAL_EVENT
 
 
@@ -162,6 +177,12 @@ def lobster_feed(md, starts=(), beyond_view: str = "keep", off_tick: str = "pass
 
 
 # ----------------------------------------------------------- the strategies
+#: alpharl's settings of hftbacktest's rules: its no-partial exchange (fill_rule), GTX joins
+#: (post_only), the depth it keeps for a price out of view (entry_queue) and its rounding of
+#: off-tick trades.
+HBT_RULES = SimParams(fill_rule="whole_order", post_only=True, entry_queue="last_seen", off_tick_trades="nearest")
+
+
 @dataclass(frozen=True)
 class Match:
     """Matched settings of one comparison."""
@@ -170,18 +191,20 @@ class Match:
     every: int = 2000
     """Rows between two decisions (alpharl's events_per_step)."""
     lot: int = 100
+    latency: int = 1
+    """Entry latency in rows (alpharl's latency_events; hftbacktest's constant entry latency)."""
     maker_fee: float = -0.0002
     taker_fee: float = 0.0003
     """Per-value fees (negative: rebate), in both backtesters."""
-    post_only: bool = False
-    """hftbacktest's joins are GTX (post-only) instead of GTC."""
-    sim: SimParams = SimParams(partial_fills=False)
-    """alpharl's other settings (events_per_step, lot, latency, fees, queue model are set from the above);
-    all-or-nothing fills by default, the nearest of alpharl's fill rules to a no-partial exchange."""
+    sim: SimParams = SimParams()
+    """alpharl's order rules (fill_rule, post_only, entry_queue, off_tick_trades; HBT_RULES match
+    hftbacktest); events_per_step, lot, latency, fees and the risk-averse queue are set from the
+    above. hftbacktest's joins are GTX when ``sim.post_only``, else GTC."""
 
     def sim_params(self, n_rows: int) -> SimParams:
         return replace(self.sim, events_per_step=self.every, episode_steps=max((n_rows - 1) // self.every, 1),
-                       lot_size=self.lot, max_position=max(self.sim.max_position, self.lot), latency_events=1,
+                       lot_size=self.lot, max_position=max(self.sim.max_position, self.lot),
+                       latency_events=self.latency,
                        maker_fee=self.maker_fee, taker_fee=self.taker_fee, fee_mode="per_value",
                        queue_model="risk_averse", force_flatten=False, fills_log_capacity=64)
 
@@ -208,9 +231,9 @@ def _record(hbt, oid, out_i, out_f, nf, fee0):
 
 @njit
 def hbt_strategy(hbt, kind, steps, every, lot, tif, out_i, out_f):
-    """Run ``kind`` (MARKET_RT / JOIN) for ``steps`` decisions ``every`` rows apart from the clock's
+    """Run ``kind`` (MARKET_RT / JOIN / IMPROVE) for ``steps`` decisions ``every`` rows apart from the clock's
     row; fills go to out_i [row, side, price tick, qty, maker, order id] / out_f [fee]. Returns
-    (fills, post-only rejections)."""
+    (fills, post-only rejections, fills of orders whose cancel was in flight)."""
     nf = 0
     fee0 = 0.0
     next_id = 1
@@ -219,12 +242,13 @@ def hbt_strategy(hbt, kind, steps, every, lot, tif, out_i, out_f):
     live_px = 0
     live_side = 0
     rejected = 0
+    late = 0
     hbt.elapse(0)
     for t in range(steps):
         d = hbt.depth(0)
         bid, ask = d.best_bid_tick, d.best_ask_tick
         pos = hbt.position(0)
-        if kind == 0:
+        if kind == MARKET_RT:
             if t % 2 == 0:
                 hbt.submit_buy_order(0, next_id, d.best_ask, lot, GTC, MARKET, False)
             else:
@@ -233,10 +257,12 @@ def hbt_strategy(hbt, kind, steps, every, lot, tif, out_i, out_f):
             next_id += 1
         else:
             buy = pos < 0.5
-            px = bid if buy else ask
-            ok = px != (-9223372036854775807 - 1) and px != 9223372036854775807
+            ok = bid != HBT_NO_BID and ask != HBT_NO_ASK
+            touch = bid if buy else ask
+            inside = kind == IMPROVE and ask - bid > 1          # one tick inside a spread wider than a tick
+            px = touch + (1 if buy else -1) if inside else touch
             side = 1 if buy else -1
-            keep = live != 0 and live_side == side and (live_px >= px if buy else live_px <= px)
+            keep = live != 0 and live_side == side and (live_px >= touch if buy else live_px <= touch)
             if ok and not keep:
                 if live != 0:
                     hbt.cancel(0, live, False)
@@ -248,10 +274,11 @@ def hbt_strategy(hbt, kind, steps, every, lot, tif, out_i, out_f):
                 live, live_px, live_side = next_id, px, side
                 next_id += 1
         for r in range(every):
-            if hbt.elapse(1) != 0:
-                break
+            end = hbt.elapse(1) != 0          # the last row's events are processed all the same
             if gone != 0:
+                before = nf
                 nf, fee0, over = _record(hbt, gone, out_i, out_f, nf, fee0)
+                late += nf - before
                 if over:
                     gone = 0
             if live != 0:
@@ -262,13 +289,17 @@ def hbt_strategy(hbt, kind, steps, every, lot, tif, out_i, out_f):
                     rejected += 1 if expired else 0
                     live = 0
             hbt.clear_inactive_orders(0)
-    return nf, rejected
+            if end:
+                return nf, rejected, late
+    return nf, rejected, late
 
 
-def _asset(data: np.ndarray, m: Match, tick_dollars: float, partial: bool = False):
-    a = (BacktestAsset().data(data).linear_asset(1.0).constant_order_latency(1, 0).risk_adverse_queue_model()
-         .trading_value_fee_model(m.maker_fee, m.taker_fee).tick_size(tick_dollars).lot_size(1.0))
-    return a.partial_fill_exchange() if partial else a.no_partial_fill_exchange()
+def _asset(data: np.ndarray, m: Match, tick_dollars: float):
+    """hftbacktest's asset of a segment: constant entry latency m.latency (response 0), risk-averse
+    queue, no-partial exchange, per-value fees, one-share lots."""
+    return (BacktestAsset().data(data).linear_asset(1.0).constant_order_latency(m.latency, 0)
+            .risk_adverse_queue_model().no_partial_fill_exchange()
+            .trading_value_fee_model(m.maker_fee, m.taker_fee).tick_size(tick_dollars).lot_size(1.0))
 
 
 @dataclass
@@ -279,19 +310,23 @@ class SideResult:
     fees: list
     cash: np.ndarray
     position: np.ndarray
-    rejected: int = 0
+    rejected: int = 0          # post-only orders cancelled for crossing
+    late_fills: int = 0        # fills of an order whose cancel was in flight (hftbacktest)
 
 
 def hbt_fills(feed: HbtFeed, starts, steps: int, m: Match) -> SideResult:
     """hftbacktest's run of the strategy on every segment (starts[k], steps decisions)."""
-    fills, fees, cash, pos, rejected = [], [], [], [], 0
+    if m.every <= m.latency:
+        raise ValueError(f"every={m.every}: decisions must lie further apart than the latency {m.latency}")
+    fills, fees, cash, pos, rejected, late = [], [], [], [], 0, 0
     kind = STRATEGIES.index(m.strategy)
     for s in starts:
         data = feed.segment(int(s), int(s) + steps * m.every)
         hbt = HashMapMarketDepthBacktest([_asset(data, m, feed.tick_dollars)])
         cap = 4 * steps + 8
         out_i, out_f = np.zeros((cap, 6), np.int64), np.zeros((cap, 1), np.float64)
-        nf, rej = hbt_strategy(hbt, kind, steps, m.every, float(m.lot), GTX if m.post_only else GTC, out_i, out_f)
+        tif = GTX if m.sim.post_only else GTC
+        nf, rej, lf = hbt_strategy(hbt, kind, steps, m.every, float(m.lot), tif, out_i, out_f)
         sv = hbt.state_values(0)
         cash.append(sv.balance - sv.fee)
         pos.append(hbt.position(0))
@@ -299,7 +334,8 @@ def hbt_fills(feed: HbtFeed, starts, steps: int, m: Match) -> SideResult:
         fills.append(out_i[:nf, :5].copy())
         fees.append(out_f[:nf, 0].copy())
         rejected += rej
-    return SideResult(fills, fees, np.array(cash), np.array(pos), rejected)
+        late += lf
+    return SideResult(fills, fees, np.array(cash), np.array(pos), rejected, late)
 
 
 # ------------------------------------------------------------ alpharl's side
@@ -310,13 +346,14 @@ def _policy(sim, kind: int, t: int) -> np.ndarray:
         return np.full(sim.B, A.MARKET_BUY if t % 2 == 0 else A.MARKET_SELL, np.int32)
     rows = si[L.S_CURSOR]
     bid, ask = sim.book[rows, BID_PRICE], sim.book[rows, ASK_PRICE]
+    post = (A.IMPROVE_BID, A.IMPROVE_ASK) if kind == IMPROVE else (A.JOIN_BID, A.JOIN_ASK)
     buy = si[L.S_INVENTORY] <= 0
     base = np.where(buy, L.S_BUY_PX, L.S_SELL_PX)
     b = np.arange(sim.B)
     qty, px = si[base + L.O_QTY, b], si[base + L.O_PX, b]
     keep = (qty > 0) & np.where(buy, px >= bid, px <= ask)
-    ok = np.where(buy, bid != L.BID_EMPTY, ask != L.ASK_EMPTY)
-    return np.where(keep | ~ok, A.HOLD, np.where(buy, A.JOIN_BID, A.JOIN_ASK)).astype(np.int32)
+    ok = (bid != L.BID_EMPTY) & (ask != L.ASK_EMPTY)
+    return np.where(keep | ~ok, A.HOLD, np.where(buy, post[0], post[1])).astype(np.int32)
 
 
 def alpharl_fills(md, starts, steps: int, m: Match, params: SimParams | None = None) -> SideResult:
@@ -350,7 +387,8 @@ def alpharl_fills(md, starts, steps: int, m: Match, params: SimParams | None = N
         fills.append(np.stack([cols["event_row"][sel], cols["side"][sel], cols["price_ticks"][sel],
                                cols["quantity"][sel], cols["maker"][sel]], axis=1).astype(np.int64))
         fees.append(cols["fee"][sel])
-    return SideResult(fills, fees, closed + sf[L.F_CASH], si[L.S_INVENTORY].astype(np.float64))
+    return SideResult(fills, fees, closed + sf[L.F_CASH], si[L.S_INVENTORY].astype(np.float64),
+                      int(si[L.S_POST_CANCELLED].sum()))
 
 
 # ------------------------------------------------------------ comparison
@@ -365,7 +403,8 @@ class Comparison:
     first_differences: list = field(default_factory=list)   # (segment, alpharl fill, hftbacktest fill)
     max_fee_error: float = 0.0
     max_cash_error: float = 0.0
-    rejected: int = 0
+    rejected: tuple = (0, 0)   # post-only orders cancelled for crossing (alpharl, hftbacktest)
+    late_fills: int = 0        # hftbacktest's fills of orders alpharl had cancelled (the cancel in flight)
 
     def line(self) -> str:
         return (f"{self.equal_segments}/{self.segments} segments equal, fills {self.fills[0]} alpharl / "
@@ -375,7 +414,7 @@ class Comparison:
 def compare(a: SideResult, h: SideResult, tol: float = 0.005) -> Comparison:
     """Fill for fill (FILL_FIELDS exactly, fees and cash to ``tol`` dollars)."""
     c = Comparison(len(a.fills), (sum(len(f) for f in a.fills), sum(len(f) for f in h.fills)), 0, 0,
-                   rejected=h.rejected)
+                   rejected=(a.rejected, h.rejected), late_fills=h.late_fills)
     for k, (fa, fh) in enumerate(zip(a.fills, h.fills)):
         n = min(len(fa), len(fh))
         same = np.all(fa[:n] == fh[:n], axis=1) if n else np.zeros(0, bool)
@@ -409,23 +448,60 @@ def cross_check(md, m: Match, steps: int, feed: HbtFeed | None = None, params: S
     return compare(alpharl_fills(md, starts, steps, m, params), hbt_fills(feed, starts, steps, m))
 
 
+#: (rows between decisions, decisions per segment) of each strategy, on a whole day and on a short cut.
+PLANS = {"day": {"market": (2000, 2), "join": (10, 200), "improve": (10, 200)},
+         "cut": {"market": (100, 2), "join": (10, 50), "improve": (10, 50)}}
+#: The report's comparisons: alpharl's defaults, then hftbacktest's rules added one at a time.
+LADDER = (
+    ("market, 1 share, defaults", dict(strategy="market", lot=1)),
+    ("market, 100 shares, defaults", dict(strategy="market")),
+    ("market, 100 shares, fill_rule whole_order", dict(strategy="market", sim=SimParams(fill_rule="whole_order"))),
+    ("join, defaults (partial fills)", dict(strategy="join")),
+    ("join, all_or_nothing", dict(strategy="join", sim=SimParams(fill_rule="all_or_nothing"))),
+    ("join, whole_order", dict(strategy="join", sim=SimParams(fill_rule="whole_order"))),
+    ("join, whole_order + entry_queue last_seen",
+     dict(strategy="join", sim=SimParams(fill_rule="whole_order", entry_queue="last_seen"))),
+    ("join, ... + off_tick_trades nearest", dict(strategy="join", sim=replace(HBT_RULES, post_only=False))),
+    ("join, ... + post_only (hftbacktest's rules)", dict(strategy="join", sim=HBT_RULES)),
+    ("join, hftbacktest's rules, latency 2", dict(strategy="join", sim=HBT_RULES, latency=2)),
+    ("join, hftbacktest's rules, latency 5", dict(strategy="join", sim=HBT_RULES, latency=5)),
+    ("improve, hftbacktest's rules with GTC joins", dict(strategy="improve", sim=replace(HBT_RULES, post_only=False))),
+    ("improve, hftbacktest's rules", dict(strategy="improve", sim=HBT_RULES)),
+)
+
+
+def report(files, plan: str = "day") -> str:
+    """The LADDER on every file, as a Markdown table (totals over the files; segments equal per file)."""
+    days = []
+    for f in files:
+        md = load_lobster(f)
+        starts = {k: segment_starts(md.n_events, e, s) for k, (e, s) in PLANS[plan].items()}
+        days.append((md, starts, lobster_feed(md, np.unique(np.concatenate(list(starts.values()))))))
+    names = ", ".join(f"{md.ticker} L{md.levels}" for md, _, _ in days)
+    lines = [f"| comparison | segments equal ({names}) | fills alpharl / hftbacktest | equal fills | "
+             "post-only cancels | fills after a cancel |", "|---|---|---|---|---|---|"]
+    for label, kw in LADDER:
+        every, steps = PLANS[plan][kw["strategy"]]
+        cs = [cross_check(md, Match(every=every, **kw), steps, feed=feed, starts=starts[kw["strategy"]])
+              for md, starts, feed in days]
+        seg = " ".join(f"{c.equal_segments}/{c.segments}" for c in cs)
+        lines.append(f"| {label} | {seg} | {sum(c.fills[0] for c in cs)} / {sum(c.fills[1] for c in cs)} | "
+                     f"{sum(c.equal_fills for c in cs)} | {sum(c.rejected[1] for c in cs)} | "
+                     f"{sum(c.late_fills for c in cs)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+")
-    ap.add_argument("--strategy", choices=STRATEGIES, default="market")
-    ap.add_argument("--every", type=int, default=None, help="rows between decisions")
-    ap.add_argument("--steps", type=int, default=None, help="decisions per segment")
-    ap.add_argument("--lot", type=int, default=100)
+    ap.add_argument("files", nargs="+", help="LOBSTER files (zip, CSV pair, folder)")
+    ap.add_argument("--plan", choices=tuple(PLANS), default="day",
+                    help="segments of a whole day or of a short cut (module PLANS)")
+    ap.add_argument("--out", help="also write the table to this Markdown file")
     args = ap.parse_args(argv)
-    every = args.every or (2000 if args.strategy == "market" else 10)
-    steps = args.steps or (2 if args.strategy == "market" else 200)
-    m = Match(strategy=args.strategy, every=every, lot=args.lot)
-    for f in args.files:
-        md = load_lobster(f)
-        c = cross_check(md, m, steps)
-        print(f"{md.ticker} L{md.levels} {m.strategy}: {c.line()}")
-        for d in c.first_differences[:5]:
-            print("   first difference: segment", d[0], "alpharl", d[1], "hftbacktest", d[2])
+    table = report(args.files, args.plan)
+    print(table, end="")
+    if args.out:
+        atomic_write(Path(args.out), table)
     return 0
 
 

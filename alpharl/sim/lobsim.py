@@ -50,7 +50,7 @@ class LobSim(StepOutputs):
             self.syn_rng = cuda.device_array(self.B, np.uint32, stream=st)
             n_rows = 0
         else:
-            rs = replay_stream(market)
+            rs = replay_stream(market, params.off_tick_trades)
             self.levels, self.tick = rs.levels, rs.tick
             n_rows = rs.n_rows
             if n_rows - params.window_events < 1:

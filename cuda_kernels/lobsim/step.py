@@ -199,7 +199,7 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
         if j0 == 0 and mine:
             mid_before = mid2_of(word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE))
             # 1. the action on the snapshot the agent saw
-            place_orders(st, act, word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE), pi)
+            place_orders(st, act, word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE), mb, sb0, pi)
         # 2-4. pass i = 0 (first chunk only): orders with no latency act on the snapshot the agent
         # saw; pass i > 0: replay the chunk's event i against our orders, then activate on the
         # book after it (one inlined copy of activate for both). Once the episode closed or no

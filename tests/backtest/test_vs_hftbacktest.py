@@ -11,14 +11,13 @@ import numpy as np
 import pytest
 
 from alpharl.lobster.load import load_lobster
+from alpharl.sim.params import SimParams
 from support import AMZN1, AMZN5, GOOG1, GOOG5, GOOG10, LOBSTER_SAMPLES, real_sample
 
 pytest.importorskip("hftbacktest", reason="hftbacktest (the test extra) is not installed")
 
 MODULE = Path(__file__).parents[2] / "benchmarks" / "vs_hftbacktest.py"
 SAMPLES = (AMZN1, AMZN5, GOOG1, GOOG5, GOOG10)
-#: (rows between decisions, decisions per segment) of each strategy on a whole day and on a cut.
-PLAN = {"market": {"day": (2000, 2), "cut": (100, 2)}, "join": {"day": (10, 200), "cut": (10, 50)}}
 
 
 def _load_module():
@@ -39,11 +38,11 @@ class Day:
         path, _ = real_sample(name)
         whole = path.parent == LOBSTER_SAMPLES
         self.md = load_lobster(path, cache=whole)
-        self.plan = {k: v["day" if whole else "cut"] for k, v in PLAN.items()}
+        self.plan = V.PLANS["day" if whole else "cut"]
         self.starts = {k: V.segment_starts(self.md.n_events, every, steps) for k, (every, steps) in self.plan.items()}
         self.feed = V.lobster_feed(self.md, np.unique(np.concatenate(list(self.starts.values()))))
 
-    def check(self, strategy: str, **match):
+    def check(self, strategy: str, **match) -> "V.Comparison":
         every, steps = self.plan[strategy]
         m = V.Match(strategy=strategy, every=every, **match)
         return V.cross_check(self.md, m, steps, feed=self.feed, starts=self.starts[strategy])
@@ -78,3 +77,23 @@ def test_market_round_trips_of_100_shares_differ_by_the_walk_only(name):
         row, side, price, qty, maker = ours
         assert theirs == [row, side, price, lot, 0], (seg, ours, theirs)
         assert maker == 0 and 0 < qty < lot, (seg, ours, theirs)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_market_round_trips_of_100_shares_match_under_the_whole_order_rule(name):
+    c = day(name).check("market", sim=SimParams(fill_rule="whole_order"))
+    assert c.equal_segments == c.segments and c.fills[0] == c.fills[1] == 2 * c.segments, c.first_differences[:3]
+    assert c.max_cash_error < 0.005
+
+
+@pytest.mark.parametrize("strategy", ["join", "improve"])
+@pytest.mark.parametrize("name", SAMPLES)
+def test_resting_orders_match_under_hftbacktests_rules(name, strategy):
+    """Join (improve) the touch with whole-order fills, post-only orders, the last size seen at a
+    price out of view and off-tick trades on the nearest tick: every fill, fee, post-only
+    cancellation and each segment's cash and position equal."""
+    c = day(name).check(strategy, sim=V.HBT_RULES)
+    assert c.fills[0] == c.fills[1] > c.segments
+    assert c.equal_segments == c.segments, c.first_differences[:3]
+    assert c.rejected[0] == c.rejected[1] and c.late_fills == 0
+    assert c.max_cash_error < 0.005 and c.max_fee_error < 1e-9

@@ -23,13 +23,17 @@ The semantics, in the order one env step applies them to every backtest
 2. **Activation** (at the cursor, and again after every event): a pending
    market order walks the visible depth of the current snapshot level by level
    (taker fills; what the depth cannot fill is dropped, except for a flatten,
-   whose remainder fills at the deepest visible price). A limit order going
+   whose remainder fills at the deepest visible price; under ``fill_rule =
+   "whole_order"`` the best level takes the whole order). A limit order going
    live takes ``queue_ahead`` = the visible size at its price (0 when the price
    improves the book); one that is marketable by then fills at once as a taker
-   at the best opposite price.
+   at the best opposite price, or with ``post_only`` is cancelled (counted in
+   ``post_cancelled``).
 3. **Events** ``c+1 .. c+E``; for each live resting order (buy first):
    an execution (types 4/5) of a same-side limit order at our price consumes
-   the queue ahead; what exceeds it fills us (partial, or all-or-nothing). An
+   the queue ahead; an excess over it fills us by ``fill_rule``: "partial"
+   min(excess, remaining), "all_or_nothing" the whole order if excess >=
+   remaining (else nothing), "whole_order" the whole order. An
    execution beyond our price (the market traded through it), or the opposite
    best reaching our price in the book after the event, fills the whole order.
    Under the probabilistic model a same-side cancellation of size s at our
@@ -38,7 +42,8 @@ The semantics, in the order one env step applies them to every backtest
    removes s from the queue ahead. Finally the queue ahead is capped by the
    visible size at our price (0 once the level is visibly empty). Maker fills
    are at our limit price. Executions at a price between ticks (hidden
-   midpoint orders) never touch displayed queues.
+   midpoint orders) never touch displayed queues, or with ``off_tick_trades =
+   "nearest"`` are replayed at the tick hftbacktest rounds them onto.
 4. **Round trip**: fills that reduce the position are clipped at flat; when
    the position comes back to flat the episode ends at that event (resting and
    pending orders are cancelled; the remaining events only move the cursor).
@@ -95,7 +100,7 @@ class ReferenceLobSim(StepOutputs):
             self.events, self.book = self.synth.events, self.synth.book
             n_rows = 0
         else:
-            stream = replay_stream(market)
+            stream = replay_stream(market, params.off_tick_trades)
             self.levels, self.tick = stream.levels, stream.tick
             self.events, self.book = stream.events, stream.book
             n_rows = stream.n_rows
