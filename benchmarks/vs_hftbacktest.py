@@ -10,11 +10,18 @@ prints the LADDER of comparisons as a Markdown table; needs ``hftbacktest``
 (the ``test`` extra). The test suite runs the same comparisons
 (tests/backtest/test_vs_hftbacktest.py).
 
-**The event clock.** Row i of the LOBSTER file (message i and the book after
-it) is hftbacktest's timestamp i, so ``latency_events = 1`` in alpharl is a
-constant entry latency of 1 in hftbacktest (response latency 0): an order sent
-at row c reaches the exchange after the events of row c + 1, as an alpharl
-order goes live on the book after event c + 1.
+**The clocks.** ``clock="rows"``: row i of the LOBSTER file (message i and the
+book after it) is hftbacktest's timestamp i, so ``latency_events = 1`` in
+alpharl is a constant entry latency of 1 in hftbacktest (response latency 0):
+an order sent at row c reaches the exchange after the events of row c + 1, as
+an alpharl order goes live on the book after event c + 1. ``clock="time"``:
+LOBSTER's ns are the timestamps, alpharl's ``entry_latency_ns`` is
+hftbacktest's constant entry latency and its ``feed_latency_ns`` the offset of
+hftbacktest's local timestamps; the strategies decide only at rows that end
+their timestamp (hftbacktest's clock cannot stand between two events of one
+ns), and fills are compared on the time of their row (a taker fill happens
+when the order arrives, between two events: alpharl books it on the row
+before).
 
 **The conversion** (``lobster_feed``). Row i becomes, at timestamp i: a trade
 event for an execution (types 4 and 5; LOBSTER's direction is the side of the
@@ -60,10 +67,12 @@ rounds an off-tick trade onto the nearest tick: ``off_tick_trades =
 reports only the last level's fill of a multi-level taker order to the
 strategy, so it is not compared.) What remains: alpharl cancels an order (or
 replaces it) at once, hftbacktest's cancel travels with the entry latency, so
-with a latency above one row an order alpharl has re-posted can still fill in
-hftbacktest (counted as "fills after a cancel"); and with such a latency the
-last size seen before a price left the view may differ from the size at
-placement.
+with a latency above one row (or a feed latency, which makes the agent replace
+orders the market is filling) an order alpharl has re-posted can still fill in
+hftbacktest (counted as "fills after a cancel"); and an order sent to a price
+out of view queues in hftbacktest behind the last size its feed ever showed
+there, in alpharl behind the size on the snapshot the agent saw (0 when not
+listed there either).
 """
 from __future__ import annotations
 
@@ -79,7 +88,7 @@ import pyarrow as pa
 from hftbacktest import (BUY_EVENT, DEPTH_EVENT, EXCH_EVENT, GTC, GTX, LIMIT, LOCAL_EVENT, MARKET, SELL_EVENT,
                          TRADE_EVENT, BacktestAsset, HashMapMarketDepthBacktest)
 from hftbacktest.binding import event_dtype
-from hftbacktest.order import CANCELED, EXPIRED, FILLED, PARTIALLY_FILLED, REJECTED
+from hftbacktest.order import CANCELED, EXPIRED, FILLED, REJECTED
 from numba import njit
 
 from alpharl import actions as A
@@ -90,6 +99,7 @@ from alpharl.lobster.load import load_lobster
 from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import layout as L
 from alpharl.sim.fills import drain_fills
+from alpharl.sim.market import latency_rows, time_ns
 from alpharl.sim.params import SimParams
 
 STRATEGIES = ("market", "join", "improve")
@@ -105,18 +115,28 @@ _EV = EXCH_EVENT | LOCAL_EVENT
 # ------------------------------------------------------------------ the feed
 @dataclass
 class HbtFeed:
-    """A LOBSTER day in hftbacktest's events: ``events`` for rows 1..n-1 (timestamp = row) and, for
-    every asked start row, the depth hftbacktest knows there as events at that row."""
+    """A LOBSTER day in hftbacktest's events: ``events`` for rows 1..n-1, stamped with their row
+    (``segment`` puts them on a clock) and, for every asked start row, the depth hftbacktest
+    knows there as events of that row."""
 
     events: np.ndarray
     snapshots: dict = field(default_factory=dict)
     tick_dollars: float = 0.01
 
-    def segment(self, start: int, stop: int) -> np.ndarray:
-        """The events a replay of rows start..stop needs: the book at start, then rows start+1..stop."""
-        ts = self.events["exch_ts"]
-        lo, hi = np.searchsorted(ts, start, "right"), np.searchsorted(ts, stop, "right")
-        return np.concatenate([self.snapshots[start], self.events[lo:hi]])
+    def segment(self, first: int, stop: int, clock=None, feed_latency: int = 0) -> np.ndarray:
+        """The events a replay from the book at row ``first`` to row ``stop`` needs: that book, then
+        rows first+1..stop, at timestamp clock[row] (default: the row) on the exchange and that
+        plus ``feed_latency`` locally; the starting book is known locally at once (alpharl's agent
+        sees the first row when the feed latency reaches before it)."""
+        rows = self.events["exch_ts"]
+        lo, hi = np.searchsorted(rows, first, "right"), np.searchsorted(rows, stop, "right")
+        snap = len(self.snapshots[first])
+        data = np.concatenate([self.snapshots[first], self.events[lo:hi]])
+        if clock is not None:
+            data["exch_ts"] = clock[data["exch_ts"]]
+        data["local_ts"] = data["exch_ts"] + feed_latency
+        data["local_ts"][:snap] = data["exch_ts"][:snap]
+        return data
 
 
 def _depth(ts: int, buy: bool, price: int, qty: int) -> tuple:
@@ -183,6 +203,9 @@ def lobster_feed(md, starts=(), beyond_view: str = "keep", off_tick: str = "pass
 HBT_RULES = SimParams(fill_rule="whole_order", post_only=True, entry_queue="last_seen", off_tick_trades="nearest")
 
 
+CLOCKS = ("rows", "time")
+
+
 @dataclass(frozen=True)
 class Match:
     """Matched settings of one comparison."""
@@ -191,8 +214,16 @@ class Match:
     every: int = 2000
     """Rows between two decisions (alpharl's events_per_step)."""
     lot: int = 100
+    clock: str = "rows"
+    """"rows": hftbacktest's timestamps are the rows, ``latency`` counts rows. "time": they are
+    LOBSTER's ns, ``entry_ns`` / ``feed_ns`` are alpharl's entry_latency_ns / feed_latency_ns and
+    hftbacktest's constant entry latency / the local timestamps' offset; decisions are taken
+    only at rows that end their timestamp (hftbacktest's clock cannot stand between two events
+    of the same ns)."""
     latency: int = 1
     """Entry latency in rows (alpharl's latency_events; hftbacktest's constant entry latency)."""
+    entry_ns: int = 0
+    feed_ns: int = 0
     maker_fee: float = -0.0002
     taker_fee: float = 0.0003
     """Per-value fees (negative: rebate), in both backtesters."""
@@ -201,150 +232,204 @@ class Match:
     hftbacktest); events_per_step, lot, latency, fees and the risk-averse queue are set from the
     above. hftbacktest's joins are GTX when ``sim.post_only``, else GTC."""
 
+    def __post_init__(self):
+        timed = self.clock == "time"
+        if self.clock not in CLOCKS or (timed and self.entry_ns <= 0) or (not timed and self.latency < 1):
+            raise ValueError(f"Match: clock={self.clock!r} needs a positive {'entry_ns' if timed else 'latency'}")
+
     def sim_params(self, n_rows: int) -> SimParams:
+        timed = self.clock == "time"
         return replace(self.sim, events_per_step=self.every, episode_steps=max((n_rows - 1) // self.every, 1),
                        lot_size=self.lot, max_position=max(self.sim.max_position, self.lot),
-                       latency_events=self.latency,
+                       latency_events=0 if timed else self.latency,
+                       entry_latency_ns=self.entry_ns if timed else 0, feed_latency_ns=self.feed_ns if timed else 0,
                        maker_fee=self.maker_fee, taker_fee=self.taker_fee, fee_mode="per_value",
                        queue_model="risk_averse", force_flatten=False, fills_log_capacity=64)
 
-
-@njit
-def _record(hbt, oid, out_i, out_f, nf, fee0):
-    """Record order ``oid``'s fill when it has one: returns (fills, fee after, whether it is done)."""
-    o = hbt.orders(0).get(oid)
-    if o is None:
-        return nf, fee0, True
-    st = o.status
-    if st == FILLED or st == PARTIALLY_FILLED:
-        fee = hbt.state_values(0).fee
-        out_i[nf, 0] = o.exch_timestamp
-        out_i[nf, 1] = o.side
-        out_i[nf, 2] = o.exec_price_tick
-        out_i[nf, 3] = int(o.exec_qty + 0.5)
-        out_i[nf, 4] = 1 if o.arr[0].maker else 0
-        out_i[nf, 5] = oid
-        out_f[nf, 0] = fee - fee0
-        return nf + 1, fee, st == FILLED
-    return nf, fee0, st == CANCELED or st == EXPIRED or st == REJECTED
+    def hbt_latency(self) -> int:
+        return self.entry_ns if self.clock == "time" else self.latency
 
 
 @njit
-def hbt_strategy(hbt, kind, steps, every, lot, tif, out_i, out_f):
-    """Run ``kind`` (MARKET_RT / JOIN / IMPROVE) for ``steps`` decisions ``every`` rows apart from the clock's
-    row; fills go to out_i [row, side, price tick, qty, maker, order id] / out_f [fee]. Returns
-    (fills, post-only rejections, fills of orders whose cancel was in flight)."""
+def hbt_strategy(hbt, kind, ts, act, lot, tif, out_i, out_f):
+    """Run ``kind`` (MARKET_RT / JOIN / IMPROVE) with decisions at the local times ts[:-1] (where
+    ``act``) up to ts[-1]. Every fill goes to out_i [exchange time, side, price tick, qty, maker]
+    and the fees paid since the last look to out_f. Returns (fills, post-only rejections, fills
+    of orders whose cancel was in flight)."""
     nf = 0
     fee0 = 0.0
     next_id = 1
     live = 0          # our order in flight or resting (0: none)
-    gone = 0          # an order whose cancel is in flight (it may still fill)
     live_px = 0
     live_side = 0
     rejected = 0
     late = 0
     hbt.elapse(0)
-    for t in range(steps):
-        d = hbt.depth(0)
-        bid, ask = d.best_bid_tick, d.best_ask_tick
-        pos = hbt.position(0)
-        if kind == MARKET_RT:
-            if t % 2 == 0:
-                hbt.submit_buy_order(0, next_id, d.best_ask, lot, GTC, MARKET, False)
-            else:
-                hbt.submit_sell_order(0, next_id, d.best_bid, lot, GTC, MARKET, False)
-            live = next_id
-            next_id += 1
-        else:
-            buy = pos < 0.5
-            ok = bid != HBT_NO_BID and ask != HBT_NO_ASK
-            touch = bid if buy else ask
-            inside = kind == IMPROVE and ask - bid > 1          # one tick inside a spread wider than a tick
-            px = touch + (1 if buy else -1) if inside else touch
-            side = 1 if buy else -1
-            keep = live != 0 and live_side == side and (live_px >= touch if buy else live_px <= touch)
-            if ok and not keep:
-                if live != 0:
-                    hbt.cancel(0, live, False)
-                    gone = live
-                if buy:
-                    hbt.submit_buy_order(0, next_id, px * d.tick_size, lot, tif, LIMIT, False)
+    hbt.elapse(ts[0] - hbt.current_timestamp)
+    for t in range(ts.size - 1):
+        if act[t]:
+            d = hbt.depth(0)
+            bid, ask = d.best_bid_tick, d.best_ask_tick
+            if kind == MARKET_RT:
+                if t % 2 == 0:
+                    hbt.submit_buy_order(0, next_id, d.best_ask, lot, GTC, MARKET, False)
                 else:
-                    hbt.submit_sell_order(0, next_id, px * d.tick_size, lot, tif, LIMIT, False)
-                live, live_px, live_side = next_id, px, side
+                    hbt.submit_sell_order(0, next_id, d.best_bid, lot, GTC, MARKET, False)
+                live = next_id
                 next_id += 1
-        for r in range(every):
-            end = hbt.elapse(1) != 0          # the last row's events are processed all the same
-            if gone != 0:
-                before = nf
-                nf, fee0, over = _record(hbt, gone, out_i, out_f, nf, fee0)
-                late += nf - before
-                if over:
-                    gone = 0
-            if live != 0:
-                o = hbt.orders(0).get(live)
-                expired = o is not None and o.status == EXPIRED
-                nf, fee0, over = _record(hbt, live, out_i, out_f, nf, fee0)
-                if over:
-                    rejected += 1 if expired else 0
-                    live = 0
-            hbt.clear_inactive_orders(0)
-            if end:
-                return nf, rejected, late
+            elif bid != HBT_NO_BID and ask != HBT_NO_ASK:
+                buy = hbt.position(0) < 0.5
+                touch = bid if buy else ask
+                inside = kind == IMPROVE and ask - bid > 1          # one tick inside a spread wider than a tick
+                px = touch + (1 if buy else -1) if inside else touch
+                side = 1 if buy else -1
+                keep = live != 0 and live_side == side and (live_px >= touch if buy else live_px <= touch)
+                if not keep:
+                    if live != 0:
+                        hbt.cancel(0, live, False)
+                    if buy:
+                        hbt.submit_buy_order(0, next_id, px * d.tick_size, lot, tif, LIMIT, False)
+                    else:
+                        hbt.submit_sell_order(0, next_id, px * d.tick_size, lot, tif, LIMIT, False)
+                    live, live_px, live_side = next_id, px, side
+                    next_id += 1
+        end = hbt.elapse(ts[t + 1] - hbt.current_timestamp) != 0
+        # every order that ended since the last look (the last events are processed all the same)
+        fee = hbt.state_values(0).fee
+        first = nf
+        values = hbt.orders(0).values()
+        while True:
+            o = values.next()
+            if o is None:
+                break
+            st = o.status
+            if st == FILLED:
+                out_i[nf, 0] = o.exch_timestamp
+                out_i[nf, 1] = o.side
+                out_i[nf, 2] = o.exec_price_tick
+                out_i[nf, 3] = int(o.exec_qty + 0.5)
+                out_i[nf, 4] = 1 if o.arr[0].maker else 0
+                out_f[nf, 0] = 0.0
+                late += 0 if o.order_id == live else 1
+                nf += 1
+            elif st == EXPIRED and o.order_id == live:
+                rejected += 1
+            if o.order_id == live and (st == FILLED or st == EXPIRED or st == CANCELED or st == REJECTED):
+                live = 0
+        if nf > first:
+            out_f[first, 0] = fee - fee0
+            fee0 = fee
+        hbt.clear_inactive_orders(0)
+        if end:
+            break
+    if kind == MARKET_RT:
+        late = 0            # market orders are never cancelled: each one fills before the next
     return nf, rejected, late
 
 
 def _asset(data: np.ndarray, m: Match, tick_dollars: float):
-    """hftbacktest's asset of a segment: constant entry latency m.latency (response 0), risk-averse
-    queue, no-partial exchange, per-value fees, one-share lots."""
-    return (BacktestAsset().data(data).linear_asset(1.0).constant_order_latency(m.latency, 0)
+    """hftbacktest's asset of a segment: constant entry latency (response 0), risk-averse queue,
+    no-partial exchange, per-value fees, one-share lots."""
+    return (BacktestAsset().data(data).linear_asset(1.0).constant_order_latency(m.hbt_latency(), 0)
             .risk_adverse_queue_model().no_partial_fill_exchange()
             .trading_value_fee_model(m.maker_fee, m.taker_fee).tick_size(tick_dollars).lot_size(1.0))
 
 
 @dataclass
 class SideResult:
-    """One backtester's fills per segment (int64 [k, 5]: FILL_FIELDS) with their fees, and cash."""
+    """One backtester's fills per segment (int64 [k, 5]: FILL_FIELDS, sorted, the row as a Timeline
+    key) with each segment's fees, cash and position."""
 
     fills: list
-    fees: list
+    fees: np.ndarray
     cash: np.ndarray
     position: np.ndarray
     rejected: int = 0          # post-only orders cancelled for crossing
     late_fills: int = 0        # fills of an order whose cancel was in flight (hftbacktest)
 
 
-def hbt_fills(feed: HbtFeed, starts, steps: int, m: Match) -> SideResult:
-    """hftbacktest's run of the strategy on every segment (starts[k], steps decisions)."""
-    if m.every <= m.latency:
+@dataclass
+class Timeline:
+    """The decisions of a run: per segment, its steps' rows; the clock of each row (its index, or
+    its ns); which decisions are taken (time clock: rows that end their timestamp); and the key
+    fills are compared on: the clock of the fill's row."""
+
+    md: object
+    m: Match
+    starts: np.ndarray
+    steps: int
+
+    def __post_init__(self):
+        n = self.md.n_events
+        self.rows = self.starts[:, None] + self.m.every * np.arange(self.steps + 1)[None, :]
+        if self.m.clock == "rows":
+            self.clock = np.arange(n, dtype=np.int64)
+            self.act = np.ones(self.rows.shape, bool)
+        else:
+            self.clock = time_ns(self.md)
+            ends = np.r_[self.clock[1:] > self.clock[:-1], True]
+            self.act = ends[self.rows]
+        self.seen = (latency_rows(self.md, self.m.sim_params(n)).seen_rows if self.m.feed_ns and
+                     self.m.clock == "time" else None)
+
+    def first_row(self, k: int) -> int:
+        """The row whose book a segment's replay in hftbacktest starts from (what it sees first)."""
+        r = int(self.starts[k])
+        return int(self.seen[r]) if self.seen is not None else r
+
+    def key_of_rows(self, rows):
+        return self.clock[rows] if self.m.clock == "time" else rows
+
+    def key_of_time(self, ts):
+        """An hftbacktest fill's exchange time as the key: the time of the last row at or before it
+        (a taker fills when its order arrives, between events; alpharl books it on that row)."""
+        return self.clock[np.searchsorted(self.clock, ts, "right") - 1]
+
+
+def _sorted(f: np.ndarray) -> np.ndarray:
+    return f[np.lexsort(f.T[::-1])] if len(f) else f.reshape(0, len(FILL_FIELDS))
+
+
+def hbt_fills(feed: HbtFeed, tl: Timeline) -> SideResult:
+    """hftbacktest's run of the strategy on every segment."""
+    m = tl.m
+    if m.every <= (m.latency if m.clock == "rows" else 0):
         raise ValueError(f"every={m.every}: decisions must lie further apart than the latency {m.latency}")
     fills, fees, cash, pos, rejected, late = [], [], [], [], 0, 0
     kind = STRATEGIES.index(m.strategy)
-    for s in starts:
-        data = feed.segment(int(s), int(s) + steps * m.every)
+    clock = tl.clock if m.clock == "time" else None
+    feed_latency = m.feed_ns if m.clock == "time" else 0
+    for k in range(len(tl.starts)):
+        rows = tl.rows[k]
+        data = feed.segment(tl.first_row(k), int(rows[-1]), clock, feed_latency)
         hbt = HashMapMarketDepthBacktest([_asset(data, m, feed.tick_dollars)])
-        cap = 4 * steps + 8
-        out_i, out_f = np.zeros((cap, 6), np.int64), np.zeros((cap, 1), np.float64)
+        cap = 4 * tl.steps + 8
+        out_i, out_f = np.zeros((cap, 5), np.int64), np.zeros((cap, 1), np.float64)
         tif = GTX if m.sim.post_only else GTC
-        nf, rej, lf = hbt_strategy(hbt, kind, steps, m.every, float(m.lot), tif, out_i, out_f)
+        nf, rej, lf = hbt_strategy(hbt, kind, tl.clock[rows], tl.act[k], float(m.lot), tif, out_i, out_f)
         sv = hbt.state_values(0)
         cash.append(sv.balance - sv.fee)
         pos.append(hbt.position(0))
         hbt.close()
-        fills.append(out_i[:nf, :5].copy())
-        fees.append(out_f[:nf, 0].copy())
+        f = out_i[:nf].copy()
+        f[:, 0] = tl.key_of_time(f[:, 0])
+        fills.append(_sorted(f))
+        fees.append(out_f[:nf, 0].sum())
         rejected += rej
         late += lf
-    return SideResult(fills, fees, np.array(cash), np.array(pos), rejected, late)
+    return SideResult(fills, np.array(fees), np.array(cash), np.array(pos), rejected, late)
 
 
 # ------------------------------------------------------------ alpharl's side
-def _policy(sim, kind: int, t: int) -> np.ndarray:
-    """The strategy's actions for every backtest at its step t (alpharl ids)."""
+def _policy(sim, kind: int, t: int, act: np.ndarray) -> np.ndarray:
+    """The strategy's actions for every backtest at its step t (alpharl ids); HOLD where not ``act``."""
     si = sim.state_i
     if kind == MARKET_RT:
-        return np.full(sim.B, A.MARKET_BUY if t % 2 == 0 else A.MARKET_SELL, np.int32)
+        a = np.full(sim.B, A.MARKET_BUY if t % 2 == 0 else A.MARKET_SELL, np.int32)
+        return np.where(act, a, A.HOLD).astype(np.int32)
     rows = si[L.S_CURSOR]
+    if sim.ip[L.IP_FEED_DELAY]:
+        rows = sim.seen_rows[rows]            # the book the agent sees
     bid, ask = sim.book[rows, BID_PRICE], sim.book[rows, ASK_PRICE]
     post = (A.IMPROVE_BID, A.IMPROVE_ASK) if kind == IMPROVE else (A.JOIN_BID, A.JOIN_ASK)
     buy = si[L.S_INVENTORY] <= 0
@@ -353,41 +438,42 @@ def _policy(sim, kind: int, t: int) -> np.ndarray:
     qty, px = si[base + L.O_QTY, b], si[base + L.O_PX, b]
     keep = (qty > 0) & np.where(buy, px >= bid, px <= ask)
     ok = (bid != L.BID_EMPTY) & (ask != L.ASK_EMPTY)
-    return np.where(keep | ~ok, A.HOLD, np.where(buy, post[0], post[1])).astype(np.int32)
+    return np.where(keep | ~ok | ~act, A.HOLD, np.where(buy, post[0], post[1])).astype(np.int32)
 
 
-def alpharl_fills(md, starts, steps: int, m: Match, params: SimParams | None = None) -> SideResult:
-    """The reference simulator's run of the strategy: backtest k replays rows starts[k] ..
-    starts[k] + steps x every, put back on its next step's row after every step (module doc)."""
+def alpharl_fills(tl: Timeline, params: SimParams | None = None) -> SideResult:
+    """The reference simulator's run of the strategy: backtest k replays segment k, put back on
+    its next step's row after every step (module doc)."""
+    md, m = tl.md, tl.m
     params = params or m.sim_params(md.n_events)
-    starts = np.asarray(starts, np.int64)
-    B = starts.size
+    B = tl.starts.size
     sim = ReferenceLobSim(md, params, B, seed=0)
     sim.reset()
     si, sf = sim.state_i, sim.state_f
-    si[L.S_CURSOR] = starts
+    si[L.S_CURSOR] = tl.starts
     kind = STRATEGIES.index(m.strategy)
     last = np.zeros(B, np.int64)
     closed = np.zeros(B, np.float64)
     tables = []
-    for t in range(steps):
-        sim.step(_policy(sim, kind, t))
+    for t in range(tl.steps):
+        sim.step(_policy(sim, kind, t, tl.act[:, t]))
         table, last, lost = drain_fills(sim, last)
         assert lost == 0
         tables.append(table)
         done = sim.out[L.OUT_DONE] != 0
         closed += np.where(done, sim.out[L.OUT_TRADE_PNL].astype(np.float64), 0.0)
-        si[L.S_CURSOR] = starts + (t + 1) * params.events_per_step
+        si[L.S_CURSOR] = tl.rows[:, t + 1]
     t = pa.concat_tables(tables)
     cols = {k: t.column(k).to_numpy() for k in ("backtest", "event_row", "side", "price_ticks", "quantity",
                                                 "maker", "fee")}
     fills, fees = [], []
     for k in range(B):
         sel = cols["backtest"] == k
-        fills.append(np.stack([cols["event_row"][sel], cols["side"][sel], cols["price_ticks"][sel],
-                               cols["quantity"][sel], cols["maker"][sel]], axis=1).astype(np.int64))
-        fees.append(cols["fee"][sel])
-    return SideResult(fills, fees, closed + sf[L.F_CASH], si[L.S_INVENTORY].astype(np.float64),
+        f = np.stack([tl.key_of_rows(cols["event_row"][sel]), cols["side"][sel], cols["price_ticks"][sel],
+                      cols["quantity"][sel], cols["maker"][sel]], axis=1).astype(np.int64)
+        fills.append(_sorted(f))
+        fees.append(cols["fee"][sel].sum())
+    return SideResult(fills, np.array(fees), closed + sf[L.F_CASH], si[L.S_INVENTORY].astype(np.float64),
                       int(si[L.S_POST_CANCELLED].sum()))
 
 
@@ -405,6 +491,11 @@ class Comparison:
     max_cash_error: float = 0.0
     rejected: tuple = (0, 0)   # post-only orders cancelled for crossing (alpharl, hftbacktest)
     late_fills: int = 0        # hftbacktest's fills of orders alpharl had cancelled (the cancel in flight)
+    sides: tuple = ()          # the two SideResults compared
+
+    def fills_of(self, who: str, segment: int) -> list:
+        """One backtester's ("alpharl" / "hftbacktest") fills of a segment, as lists of FILL_FIELDS."""
+        return self.sides[0 if who == "alpharl" else 1].fills[segment].tolist()
 
     def line(self) -> str:
         return (f"{self.equal_segments}/{self.segments} segments equal, fills {self.fills[0]} alpharl / "
@@ -412,18 +503,18 @@ class Comparison:
 
 
 def compare(a: SideResult, h: SideResult, tol: float = 0.005) -> Comparison:
-    """Fill for fill (FILL_FIELDS exactly, fees and cash to ``tol`` dollars)."""
+    """Fill for fill (FILL_FIELDS exactly), each segment's fees, cash (to ``tol`` dollars) and position."""
     c = Comparison(len(a.fills), (sum(len(f) for f in a.fills), sum(len(f) for f in h.fills)), 0, 0,
-                   rejected=(a.rejected, h.rejected), late_fills=h.late_fills)
+                   rejected=(a.rejected, h.rejected), late_fills=h.late_fills, sides=(a, h))
     for k, (fa, fh) in enumerate(zip(a.fills, h.fills)):
         n = min(len(fa), len(fh))
         same = np.all(fa[:n] == fh[:n], axis=1) if n else np.zeros(0, bool)
         first = int(np.argmin(same)) if n and not same.all() else n
         c.equal_fills += first
-        fee_err = float(np.abs(a.fees[k][:first] - h.fees[k][:first]).max()) if first else 0.0
+        fee_err = abs(float(a.fees[k] - h.fees[k]))
         cash_err = abs(float(a.cash[k] - h.cash[k]))
-        c.max_fee_error = max(c.max_fee_error, fee_err)
         if first == len(fa) == len(fh):
+            c.max_fee_error = max(c.max_fee_error, fee_err)
             c.max_cash_error = max(c.max_cash_error, cash_err)
             if fee_err <= tol and cash_err <= tol and a.position[k] == h.position[k]:
                 c.equal_segments += 1
@@ -442,10 +533,17 @@ def segment_starts(n_rows: int, every: int, steps: int, first: int = 0) -> np.nd
 
 def cross_check(md, m: Match, steps: int, feed: HbtFeed | None = None, params: SimParams | None = None,
                 starts=None) -> Comparison:
-    """Run ``m.strategy`` over back-to-back segments of ``md`` in both backtesters and compare."""
-    starts = segment_starts(md.n_events, m.every, steps) if starts is None else starts
-    feed = feed or lobster_feed(md, starts)
-    return compare(alpharl_fills(md, starts, steps, m, params), hbt_fills(feed, starts, steps, m))
+    """Run ``m.strategy`` over back-to-back segments of ``md`` in both backtesters and compare;
+    ``feed`` must hold a snapshot at every segment's first row (Timeline.first_row)."""
+    starts = segment_starts(md.n_events, m.every, steps) if starts is None else np.asarray(starts, np.int64)
+    tl = Timeline(md, m, starts, steps)
+    feed = feed or lobster_feed(md, first_rows(tl))
+    return compare(alpharl_fills(tl, params), hbt_fills(feed, tl))
+
+
+def first_rows(tl: Timeline) -> np.ndarray:
+    """Every segment's first row: the rows whose books a feed must keep."""
+    return np.array([tl.first_row(k) for k in range(len(tl.starts))], np.int64)
 
 
 #: (rows between decisions, decisions per segment) of each strategy, on a whole day and on a short cut.
@@ -467,6 +565,16 @@ LADDER = (
     ("join, hftbacktest's rules, latency 5", dict(strategy="join", sim=HBT_RULES, latency=5)),
     ("improve, hftbacktest's rules with GTC joins", dict(strategy="improve", sim=replace(HBT_RULES, post_only=False))),
     ("improve, hftbacktest's rules", dict(strategy="improve", sim=HBT_RULES)),
+    ("market, 100 shares, whole_order, in time: entry 10 ms, feed 20 ms",
+     dict(strategy="market", sim=SimParams(fill_rule="whole_order"), clock="time", entry_ns=10**7, feed_ns=2 * 10**7)),
+    ("improve, hftbacktest's rules, in time: entry 0.1 ms",
+     dict(strategy="improve", sim=HBT_RULES, clock="time", entry_ns=10**5)),
+    ("improve, hftbacktest's rules, in time: entry 0.1 ms, feed 20 ms",
+     dict(strategy="improve", sim=HBT_RULES, clock="time", entry_ns=10**5, feed_ns=2 * 10**7)),
+    ("improve, hftbacktest's rules, in time: entry 10 ms",
+     dict(strategy="improve", sim=HBT_RULES, clock="time", entry_ns=10**7)),
+    ("improve, hftbacktest's rules, in time: entry 10 ms, feed 20 ms",
+     dict(strategy="improve", sim=HBT_RULES, clock="time", entry_ns=10**7, feed_ns=2 * 10**7)),
 )
 
 
@@ -476,7 +584,9 @@ def report(files, plan: str = "day") -> str:
     for f in files:
         md = load_lobster(f)
         starts = {k: segment_starts(md.n_events, e, s) for k, (e, s) in PLANS[plan].items()}
-        days.append((md, starts, lobster_feed(md, np.unique(np.concatenate(list(starts.values()))))))
+        firsts = [first_rows(Timeline(md, Match(every=PLANS[plan][kw["strategy"]][0], **kw),
+                                      starts[kw["strategy"]], PLANS[plan][kw["strategy"]][1])) for _, kw in LADDER]
+        days.append((md, starts, lobster_feed(md, np.unique(np.concatenate(firsts)))))
     names = ", ".join(f"{md.ticker} L{md.levels}" for md, _, _ in days)
     lines = [f"| comparison | segments equal ({names}) | fills alpharl / hftbacktest | equal fills | "
              "post-only cancels | fills after a cancel |", "|---|---|---|---|---|---|"]

@@ -167,9 +167,9 @@ def obs_names(levels: int) -> list[str]:
 # ---------------------------------------------------------- packed params
 #: int32 parameter array ip[N_IP].
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
- IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_FORCE_FLATTEN, IP_FILL_CAP, IP_N_ROWS,
- IP_SYNTHETIC) = range(15)
-N_IP = 15
+ IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
+ IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC) = range(17)
+N_IP = 17
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE = range(3)
 N_FP = 3
@@ -201,6 +201,8 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_FILL_RULE] = FILL_RULES.index(p.fill_rule)
     ip[IP_POST_ONLY] = int(p.post_only)
     ip[IP_ENTRY_QUEUE] = ENTRY_QUEUES.index(p.entry_queue)
+    ip[IP_TIMED_ENTRY] = int(p.entry_latency_ns > 0)     # orders go live at the host's live_rows
+    ip[IP_FEED_DELAY] = int(p.feed_latency_ns > 0)       # the agent sees the host's seen_rows
     ip[IP_FORCE_FLATTEN] = int(p.force_flatten)
     ip[IP_FILL_CAP] = p.fills_log_capacity
     ip[IP_N_ROWS] = n_rows

@@ -84,6 +84,40 @@ def replay_stream(market, off_tick_trades: str = "drop") -> ReplayStream:
     return ReplayStream(events=events, book=np.ascontiguousarray(book), levels=levels, tick=tick)
 
 
+def time_ns(market) -> np.ndarray:
+    """int64 ns after midnight of every event (LOBSTER's seconds, rounded to the ns they carry)."""
+    return np.rint(np.asarray(market.time, np.float64) * 1e9).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class LatencyRows:
+    """Latencies in time as rows of the replay (host-computed, read by the step once per order /
+    observation): ``live_rows[c]`` the row after whose event an order sent at row c goes live,
+    ``seen_rows[c]`` the row whose book the agent sees at row c. One-element placeholders when
+    the latency is off (never read)."""
+
+    live_rows: np.ndarray
+    seen_rows: np.ndarray
+
+
+def latency_rows(market, params: SimParams) -> LatencyRows:
+    """SimParams.entry_latency_ns / feed_latency_ns as rows of ``market`` (SimParams docs). A
+    synthetic market has no clock: a latency in time is refused (ValueError)."""
+    off = np.zeros(1, np.int32)
+    if not params.timed:
+        return LatencyRows(off, off)
+    if isinstance(market, SyntheticMarket):
+        raise ValueError("entry_latency_ns / feed_latency_ns need the timestamps of replayed data; "
+                         "the synthetic market has no clock (use latency_events)")
+    t = time_ns(market)
+    live, seen = off, off
+    if params.entry_latency_ns > 0:
+        live = (np.searchsorted(t, t + params.entry_latency_ns, "right") - 1).astype(np.int32)
+    if params.feed_latency_ns > 0:
+        seen = np.maximum(np.searchsorted(t, t - params.feed_latency_ns, "right") - 1, 0).astype(np.int32)
+    return LatencyRows(live, seen)
+
+
 def fit_episode(params: SimParams, market) -> tuple[SimParams, str | None]:
     """``params`` with the episode shortened to fit a replayed ``market``, and a one-line notice.
 

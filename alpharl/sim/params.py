@@ -29,6 +29,16 @@ class SimParams:
     latency_events: int = 0
     """Order entry latency in market events: an order placed at cursor c goes live
     when the replay reaches event c + latency (0: it acts on the snapshot seen)."""
+    entry_latency_ns: int = 0
+    """Order entry latency in time, ns of the data's timestamps (replayed data only; 0: off,
+    else latency_events must be 0). An order sent at row c, time t, goes live after the last
+    event at time <= t + latency (events at exactly that time come first, as in hftbacktest;
+    with no event by then, at once on the snapshot seen)."""
+    feed_latency_ns: int = 0
+    """Market-data latency in ns (replayed data only; 0: off). At row c, time t, the agent
+    sees the book as of t - latency (the last row at time <= t - latency, else the first
+    row): its observation, and the best prices its join / improve orders are placed at.
+    Its own position and orders are seen at once (no response latency is modelled)."""
     maker_fee: float = -0.0020
     """Fee of a resting (maker) fill, $/share or fraction of value (fee_mode); negative = rebate."""
     taker_fee: float = 0.0030
@@ -81,6 +91,8 @@ class SimParams:
             "lot_size": self.lot_size >= 1,
             "max_position": self.max_position >= self.lot_size,
             "latency_events": self.latency_events >= 0,
+            "entry_latency_ns": self.entry_latency_ns >= 0 and not (self.entry_latency_ns and self.latency_events),
+            "feed_latency_ns": self.feed_latency_ns >= 0,
             "fee_mode": self.fee_mode in FEE_MODES,
             "queue_model": self.queue_model in QUEUE_MODELS,
             "fill_rule": self.fill_rule in FILL_RULES,
@@ -91,6 +103,11 @@ class SimParams:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"SimParams: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)}")
+
+    @property
+    def timed(self) -> bool:
+        """Whether a latency is given in time (the simulator then needs the data's timestamps)."""
+        return self.entry_latency_ns > 0 or self.feed_latency_ns > 0
 
     @property
     def partial_fills(self) -> bool:

@@ -16,13 +16,13 @@ from __future__ import annotations
 from numba import cuda, float64, int64, uint32
 
 from alpharl import actions as A
-from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, level_size, side_cols, word
-from alpharl.lobster.format import ASK_SIZE, BID_SIZE, BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
+from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, level_size, side_cols, word
+from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, F_CASH, F_FEES, F_REALISED, FEE_PER_SHARE,
                                 FILL_PARTIAL, FILL_WHOLE_ORDER, FL_MAKER, FL_OID, FL_PRICE, FL_QA0, FL_QTY, FL_ROW,
                                 FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, IP_FEE_MODE,
-                                IP_ENTRY_QUEUE, IP_FILL_CAP, IP_FILL_RULE, IP_LATENCY, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY,
+                                IP_ENTRY_QUEUE, IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY,
                                 IP_QUEUE_MODEL, LIVE, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY,
                                 QUEUE_PROBABILISTIC, S_BOUGHT, S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD,
                                 S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
@@ -146,7 +146,7 @@ def replace_limit(st, base, px, lot, live_at, oid, seen):
     """(Re)place the resting order at row ``base`` (S_BUY_PX / S_SELL_PX, a constant at each call
     so the state stays in registers) at px, unless an order already rests there; returns
     whether an order was placed. Until it goes live its queue ahead holds ``seen``, the size its
-    price showed on the snapshot (entry_queue "last_seen"; 0 otherwise)."""
+    price showed when it was sent (entry_queue "last_seen"; 0 otherwise)."""
     if st[base + O_QTY] > 0 and st[base + O_PX] == px:
         return False
     st[base + O_PX] = px
@@ -159,13 +159,25 @@ def replace_limit(st, base, px, lot, live_at, oid, seen):
 
 
 @cuda.jit(device=True)
-def place_orders(st, act, ask1, bid1, book, at, pi):
-    """Action ``act`` against the snapshot at ``at`` whose best ask / bid are ask1 / bid1: market
+def sent_size(book, at, vbook, vat, side, px, nl):
+    """The last size price px showed when an order there is sent (entry_queue "last_seen"): its
+    size on the cursor's snapshot at ``at`` if listed there; out of view there, its size on the
+    snapshot the agent sees (``vat``, older with a feed latency); else 0."""
+    found, size = find_level(book, at, side, px, nl)
+    if not found and beyond_view(book, at, side, px, nl):
+        size = level_size(vbook, vat, side, px, nl)
+    return size
+
+
+@cuda.jit(device=True)
+def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
+    """Action ``act`` at the cursor's snapshot ``at``, decided on the snapshot the agent sees,
+    ``vat`` (the same one without a feed latency), whose best ask / bid are ask1 / bid1: market
     orders become the pending market order, join/improve (re)place the side's resting order,
-    cancel/flatten drop them. Refusals (empty side, position limit, a pending flatten) are counted."""
+    cancel/flatten drop them; every order goes live at row ``live_at``. Refusals (empty side,
+    position limit, a pending flatten) are counted."""
     lot = pi[IP_LOT]
     maxp = pi[IP_MAX_POS]
-    live_at = st[S_CURSOR] + pi[IP_LATENCY]
     new_oid = st[S_NEXT_OID]
     inv = st[S_INVENTORY]
     mkt = st[S_MKT_QTY]
@@ -195,13 +207,13 @@ def place_orders(st, act, ask1, bid1, book, at, pi):
             px = bid1 + 1 if improve and (not has_ask or ask1 - bid1 > 1) else bid1
             ok = has_bid and inv + max(mkt, 0) + lot <= maxp
             if ok:
-                seen = word(book, at + BID_SIZE) if last_seen and px == bid1 else 0
+                seen = sent_size(book, at, vbook, vat, SIDE_BUY, px, pi[IP_LEVELS]) if last_seen else 0
                 placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen)
         else:
             px = ask1 - 1 if improve and (not has_bid or ask1 - bid1 > 1) else ask1
             ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
             if ok:
-                seen = word(book, at + ASK_SIZE) if last_seen and px == ask1 else 0
+                seen = sent_size(book, at, vbook, vat, SIDE_SELL, px, pi[IP_LEVELS]) if last_seen else 0
                 placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen)
         refused = not ok
     elif act == A.CANCEL or act == A.FLATTEN:

@@ -2,6 +2,8 @@
 partial / all-or-nothing fills, fees per share / per value, latency, position limit,
 forced flatten, round trips; the scripted driver and the Arrow fills log. Every case runs
 on the GPU kernels and on the NumPy reference."""
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -213,6 +215,42 @@ def test_latency_delays_orders_by_events(kind):
     assert sim.field("buy_qa0")[0] == 700                              # the queue when it went live, at row 2
     res = run_script(sim, [A.MARKET_BUY, A.HOLD, A.HOLD])
     assert [(f["event_row"], f["price_ticks"]) for f in _fills(res)][0] == (2, 102)
+
+
+def _timed_sim(kind, rows, times, **kw):
+    market = dataclasses.replace(make_market(rows), time=np.asarray(times, np.float64))
+    return (LobSim if kind == "kernels" else ReferenceLobSim)(market, _params(rows, **kw), 1, 3)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("entry_s, queue", [(0.4, 300), (0.5, 700)])
+def test_entry_latency_in_time(kind, entry_s, queue):
+    """Events at 0, 0.5, 0.5, 1, 2, 3 s: a join sent at 0 s with 0.4 s of latency goes live at once
+    (no event by then), with 0.5 s after both events at 0.5 s (ties come first)."""
+    sim = _timed_sim(kind, QUEUE_ROWS, [0.0, 0.5, 0.5, 1.0, 2.0, 3.0], entry_latency_ns=int(entry_s * 1e9),
+                     queue_model="risk_averse")
+    run_script(sim, [A.JOIN_BID])
+    assert sim.field("buy_live_at")[0] == (L.LIVE if queue == 300 else 2)
+    run_script(sim, [A.JOIN_BID, A.HOLD])
+    assert sim.field("buy_live_at")[0] == L.LIVE and sim.field("buy_qa0")[0] == queue
+
+
+#: The bid rises from 100 to 101 at row 1.
+RISING_ROWS = [(EV_NEW, SELL, 10, 110, BOOK)] + [(EV_NEW, BUY, 50, 101, [102, 500, 101, 50, 103, 100, 100, 300])] * 4
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("feed_s, bid", [(0.0, 101), (1.5, 100)])
+def test_feed_latency_shows_an_older_book(kind, feed_s, bid):
+    """Events one second apart: at row 2 with 1.5 s of feed latency the agent sees row 0's book
+    (bid 100, spread 2) and joins there; without it, row 2's (bid 101, spread 1)."""
+    sim = _timed_sim(kind, RISING_ROWS, np.arange(len(RISING_ROWS), dtype=np.float64),
+                     feed_latency_ns=int(feed_s * 1e9))
+    run_script(sim, [A.HOLD, A.HOLD])
+    obs = sim.obs.copy_to_host() if kind == "kernels" else sim.obs
+    assert obs[0, 4 * 2 + L.OBX_SPREAD] == 102 - bid
+    run_script(sim, [A.HOLD, A.HOLD, A.JOIN_BID])
+    assert sim.field("buy_px")[0] == bid
 
 
 @pytest.mark.parametrize("kind", BACKENDS)

@@ -111,10 +111,13 @@ def walk(sim, idx, side, qty, rows, flatten, oid):
 
 
 def place_orders(sim, act, row0):
-    """Rule 1: the actions ``act`` int32[B] on the snapshots ``row0`` the agent saw."""
+    """Rule 1: the actions ``act`` int32[B] at the cursor rows ``row0``, on the snapshot the agent
+    sees there (the cursor's, or with a feed latency an older one); orders go live latency_events
+    later, or with an entry latency in time at the host's live_rows."""
     si, p = sim.state_i, sim.params
     lot, maxp = p.lot_size, p.max_position
-    live_at = si[L.S_CURSOR] + p.latency_events
+    live_at = sim.live_rows[row0] if sim.ip[L.IP_TIMED_ENTRY] else si[L.S_CURSOR] + p.latency_events
+    cursor_rows, row0 = row0, sim._seen(row0)
     new_oid = si[L.S_NEXT_OID].copy()
     inv = si[L.S_INVENTORY].astype(np.int64)
     mkt = si[L.S_MKT_QTY].astype(np.int64)
@@ -154,10 +157,13 @@ def place_orders(sim, act, row0):
             px = ask1 - (improve & (~has_bid | (spread > 1)))
             ok = has_ask & (inv + np.minimum(mkt, 0) - lot >= -maxp)
         same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px)
-        # entry_queue "last_seen": until it goes live the queue holds the size its price shows now
-        size1 = sim.book[row0, BID_SIZE if side == L.SIDE_BUY else ASK_SIZE]
-        best = bid1 if side == L.SIDE_BUY else ask1
-        seen = np.where((sim.ip[L.IP_ENTRY_QUEUE] != 0) & (px == best), size1, 0)
+        # entry_queue "last_seen": until it goes live the queue holds the size its price shows as
+        # it is sent: on the cursor's book, or, out of view there, on the book the agent sees
+        seen = np.zeros(sim.B, np.int64)
+        if sim.ip[L.IP_ENTRY_QUEUE] != 0:
+            now = level_size(sim.book, cursor_rows, side, px, sim.levels)
+            out = level_cap(sim.book, cursor_rows, side, px, sim.levels) == L.CAP_UNKNOWN
+            seen = np.where(out, level_size(sim.book, row0, side, px, sim.levels), now)
         go = want & ok & ~same
         refused |= want & ~ok
         placed |= go
