@@ -143,6 +143,11 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"{source}: unknown option {unknown[0]!r}")
         _check_types(cls, d, source)
+        if isinstance(d.get("sim"), dict):
+            try:
+                d["sim"] = SimParams.upgrade_keys(d["sim"])   # older configs' partial_fills
+            except ValueError as exc:
+                raise ConfigError(f"{source}: [sim] {exc}") from None
         for section, params in (("sim", SimParams), ("synth", SynthParams)):
             if isinstance(d.get(section), dict):
                 _check_types(params, d[section], source, prefix=f"[{section}] ")
