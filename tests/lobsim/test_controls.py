@@ -248,7 +248,7 @@ def test_feed_latency_shows_an_older_book(kind, feed_s, bid):
                      feed_latency_ns=int(feed_s * 1e9))
     run_script(sim, [A.HOLD, A.HOLD])
     obs = sim.obs.copy_to_host() if kind == "kernels" else sim.obs
-    assert obs[0, 4 * 2 + L.OBX_SPREAD] == 102 - bid
+    assert obs[0, L.obx_base(sim.params.obs_levels) + L.OBX_SPREAD] == 102 - bid
     run_script(sim, [A.HOLD, A.HOLD, A.JOIN_BID])
     assert sim.field("buy_px")[0] == bid
 
