@@ -127,6 +127,13 @@ class TrainConfig:
         for fee in ("maker_fee", "taker_fee"):
             if not abs(getattr(self.sim, fee)) <= FEE_MAX:
                 bad.append(f"[sim] {fee} = {getattr(self.sim, fee)}: must be in [-{FEE_MAX:g}, {FEE_MAX:g}]")
+        if self.synthetic:   # the synthetic market has no clock and names no orders
+            for key, on in (("entry_latency_ns", self.sim.entry_latency_ns > 0),
+                            ("feed_latency_ns", self.sim.feed_latency_ns > 0),
+                            ("queue_model", self.sim.queue_model == "l3_fifo")):
+                if on:
+                    bad.append(f"[sim] {key} = {getattr(self.sim, key)!r}: needs replayed LOBSTER data, "
+                               "not --synthetic")
         if bad:
             raise ConfigError(bad[0])
         return self

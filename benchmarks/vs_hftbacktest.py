@@ -156,7 +156,8 @@ def lobster_feed(md, starts=(), beyond_view: str = "keep", off_tick: str = "pass
         raise ValueError(f"beyond_view={beyond_view!r} off_tick={off_tick!r}")
     book, n, nl = md.book, md.n_events, md.levels
     lv = np.arange(nl) * BOOK_COLS_PER_LEVEL
-    sides = ((True, lv + BID_PRICE, lv + BID_SIZE, BID_PAD_PRICE), (False, lv + ASK_PRICE, lv + ASK_SIZE, ASK_PAD_PRICE))
+    sides = ((True, lv + BID_PRICE, lv + BID_SIZE, BID_PAD_PRICE),
+             (False, lv + ASK_PRICE, lv + ASK_SIZE, ASK_PAD_PRICE))
     changed = {buy: np.r_[True, np.any(book[1:, np.r_[pc, zc]] != book[:-1, np.r_[pc, zc]], axis=1)]
                for buy, pc, zc, _ in sides}
     known = {True: {}, False: {}}            # price -> size hftbacktest holds, per side (True: bids)

@@ -48,6 +48,8 @@ CANCEL_TYPES = (EV_CANCEL, EV_DELETE)
 # --------------------------------------------------------- order status
 #: An order's ``live_at`` once it is live (>= 0: the cursor at which it goes live).
 LIVE = -1
+#: Arrival row (l3_fifo's per-event table) of an order that arrived before the file's first row.
+ARRIVED_BEFORE = -1
 
 # ------------------------------------------------------------- state_i rows
 (S_CURSOR,        # row of the current book snapshot (replay) / events generated so far (synthetic)
@@ -69,8 +71,10 @@ LIVE = -1
  S_MKT_LIVE_AT,
  S_MKT_OID,
  S_POST_CANCELLED,  # post-only orders cancelled because they would have crossed on arrival, since reset()
+ S_BUY_LIVE_ROW,  # row at which the resting buy order went live (l3_fifo: who is ahead of it)
+ S_SELL_LIVE_ROW,
  S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
- ) = range(30)
+ ) = range(32)
 #: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
 O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
 #: Lags (env steps) of the recent mid returns in the observation.
@@ -84,7 +88,8 @@ STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_op
                  "next_oid", "refused", "bought", "sold", "fill_head",
                  "buy_px", "buy_qty", "buy_qa", "buy_qa0", "buy_live_at", "buy_oid",
                  "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
-                 "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+                 "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled", "buy_live_row",
+                 "sell_live_row") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
 assert len(STATE_I_NAMES) == N_STATE_I
 
 # ------------------------------------------------------------- state_f rows
@@ -206,11 +211,11 @@ N_FP = 3
 #: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue; a choice's device code is
 #: its index here.
 FEE_MODES = ("per_share", "per_value")
-QUEUE_MODELS = ("risk_averse", "probabilistic")
+QUEUE_MODELS = ("risk_averse", "probabilistic", "l3_fifo")
 FILL_RULES = ("partial", "all_or_nothing", "whole_order")
 ENTRY_QUEUES = ("visible", "last_seen")
 FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
-QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC = range(len(QUEUE_MODELS))
+QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC, QUEUE_L3_FIFO = range(len(QUEUE_MODELS))
 FILL_PARTIAL, FILL_ALL_OR_NOTHING, FILL_WHOLE_ORDER = range(len(FILL_RULES))
 ENTRY_VISIBLE, ENTRY_LAST_SEEN = range(len(ENTRY_QUEUES))
 #: The choices of SimParams.off_tick_trades (host side: how the replayed events are built).

@@ -24,7 +24,7 @@ from alpharl.cuda_kernels.lobsim import synthetic as k_syn
 from alpharl.cuda_kernels.lobsim.stage import step_launch
 from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_lanes, seed_states
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, latency_rows, replay_stream
+from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -66,6 +66,7 @@ class LobSim(StepOutputs):
         lat = latency_rows(market, params)
         self.live_rows = cuda.to_device(lat.live_rows, stream=st)
         self.seen_rows = cuda.to_device(lat.seen_rows, stream=st)
+        self.arrived = cuda.to_device(order_arrivals(market, params), stream=st)
         ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.ip = cuda.to_device(ip, stream=st)
         self.fp = cuda.to_device(fp, stream=st)
@@ -106,7 +107,7 @@ class LobSim(StepOutputs):
                 self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
         sl = self.step_launch
         k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
-            actions, self._events_flat, self._book_flat, self.live_rows, self.seen_rows, self.ip, self.fp,
+            actions, self._events_flat, self._book_flat, self.live_rows, self.seen_rows, self.arrived, self.ip, self.fp,
             self.state_i, self.state_f, self.rng,
             self.obs_d, self.out, self.fills_i, self.fills_f, np.int32(sl.per_block), np.int32(sl.chunk))
 

@@ -16,8 +16,9 @@ import numpy as np
 
 from alpharl.lobster.errors import at
 from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, BID_PAD_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL,
-                                    EV_HIDDEN_EXEC, PRICE_SCALE)
-from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS, OFF_TICK_TRADES
+                                    EV_HIDDEN_EXEC, EV_NEW, PRICE_SCALE)
+from alpharl.sim.layout import (ARRIVED_BEFORE, ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS,
+                                OFF_TICK_TRADES)
 from alpharl.sim.params import SimParams, SynthParams
 
 #: Event code given to executions at a price between two ticks (hidden
@@ -116,6 +117,28 @@ def latency_rows(market, params: SimParams) -> LatencyRows:
     if params.feed_latency_ns > 0:
         seen = np.maximum(np.searchsorted(t, t - params.feed_latency_ns, "right") - 1, 0).astype(np.int32)
     return LatencyRows(live, seen)
+
+
+def order_arrivals(market, params: SimParams) -> np.ndarray:
+    """For queue_model "l3_fifo": per row, the row at which the order its message names arrived
+    (its new-order message), ARRIVED_BEFORE for an order from before the file or none (hidden
+    executions); a one-element placeholder for the other queue models (never read). A synthetic
+    market names no orders: refused (ValueError)."""
+    if params.queue_model != "l3_fifo":
+        return np.zeros(1, np.int32)
+    if isinstance(market, SyntheticMarket):
+        raise ValueError("queue_model l3_fifo needs the order ids of replayed LOBSTER data; "
+                         "the synthetic market has none")
+    oid = np.asarray(market.order_id, np.int64)
+    arrived = np.full(oid.size, ARRIVED_BEFORE, np.int32)
+    new = np.flatnonzero(np.asarray(market.event_type) == EV_NEW)
+    # the first new-order message of each id (ids are not reused within a day)
+    ids, first = np.unique(oid[new], return_index=True)
+    if ids.size:
+        pos = np.minimum(np.searchsorted(ids, oid), ids.size - 1)
+        known = (oid != 0) & (ids[pos] == oid)
+        arrived[known] = new[first][pos[known]]
+    return arrived
 
 
 def fit_episode(params: SimParams, market) -> tuple[SimParams, str | None]:

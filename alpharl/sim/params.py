@@ -50,7 +50,11 @@ class SimParams:
     price (and when the visible level itself shrinks below it). "probabilistic": in
     addition, a cancellation of size c at its price, where S shares were visible,
     was ahead of us with probability queue_ahead / S (one Bernoulli draw from the
-    backtest's PRNG) and then removes c from the queue ahead."""
+    backtest's PRNG) and then removes c from the queue ahead. "l3_fifo" (replayed LOBSTER data,
+    whose messages name their orders): an execution or cancellation at its price moves it
+    forward only when the order it names arrived no later than ours went live (an order from
+    before the file counts as ahead); the execution of an order that arrived after ours fills
+    ours in whole (price-time priority traded ours first)."""
     fill_rule: str = "partial"
     """How an execution at a resting order's price that passes its queue ahead by ``excess``
     shares fills it (a trade through its price, or the opposite best reaching it, fills it

@@ -19,15 +19,15 @@ from alpharl import actions as A
 from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, level_size, side_cols, word
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
-from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, F_CASH, F_FEES, F_REALISED, FEE_PER_SHARE,
-                                FILL_PARTIAL, FILL_WHOLE_ORDER, FL_MAKER, FL_OID, FL_PRICE, FL_QA0, FL_QTY, FL_ROW,
-                                FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, IP_FEE_MODE,
-                                IP_ENTRY_QUEUE, IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY,
-                                IP_QUEUE_MODEL, LIVE, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY,
-                                QUEUE_PROBABILISTIC, S_BOUGHT, S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD,
-                                S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
-                                S_POST_CANCELLED, S_REFUSED, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_WAS_OPEN,
-                                SIDE_BUY, SIDE_SELL)
+from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER, FL_MAKER, FL_OID,
+                                FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE,
+                                FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED, IP_ENTRY_QUEUE, IP_FEE_MODE,
+                                IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY, IP_QUEUE_MODEL,
+                                LIVE, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY, QUEUE_L3_FIFO, QUEUE_PROBABILISTIC,
+                                SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW, S_BUY_PX, S_BUY_QTY, S_CURSOR,
+                                S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
+                                S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP,
+                                S_WAS_OPEN)
 
 @cuda.jit(device=True)
 def reduces(inv, side):
@@ -254,6 +254,7 @@ def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i,
         st[base + O_QA] = qa
         st[base + O_QA0] = qa
         st[base + O_LIVE_AT] = LIVE
+        st[live_row_of(side)] = st[S_CURSOR]
         if marketable:
             if pi[IP_POST_ONLY] != 0:
                 st[S_POST_CANCELLED] += 1
@@ -285,12 +286,20 @@ def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
 
 
 @cuda.jit(device=True)
-def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at0, pi, pf, fills_i, fills_f):
-    """Replay one event (type t, direction d, size s, price p) against the live resting ``side``
-    order (book at ``at0`` before it; after it, best ask / bid ask1 / bid1 and the order's queue cap
-    ``cap`` = level_cap at its price): queue-ahead consumption by trades at its price,
-    Bernoulli cancellations (probabilistic model), fills by trade-through or a crossing book,
-    then the visible-size cap."""
+def live_row_of(side):
+    """State row of the row at which the resting ``side`` order went live."""
+    return S_BUY_LIVE_ROW if side == SIDE_BUY else S_SELL_LIVE_ROW
+
+
+@cuda.jit(device=True)
+def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at0, arrived, pi, pf, fills_i,
+                fills_f):
+    """Replay one event (type t, direction d, size s, price p; row cursor + 1) against the live
+    resting ``side`` order (book at ``at0`` before it; after it, best ask / bid ask1 / bid1 and the
+    order's queue cap ``cap`` = level_cap at its price): queue-ahead consumption by trades at its
+    price, Bernoulli cancellations (probabilistic model) or those of orders ahead (l3_fifo: the
+    row each event's order arrived at, ``arrived``), fills by trade-through, by the execution of
+    an order behind ours (l3_fifo) or a crossing book, then the visible-size cap."""
     qty = st[base + O_QTY]
     if qty <= 0 or st[base + O_LIVE_AT] != LIVE:
         return
@@ -298,9 +307,13 @@ def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at
     qa = st[base + O_QA]
     full = False
     fill_at = 0
+    model = pi[IP_QUEUE_MODEL]
     if (t == EV_EXEC or t == EV_HIDDEN_EXEC) and d == side:
         if (side == SIDE_BUY and p < px) or (side == SIDE_SELL and p > px):
             full = True                      # the market traded through our price
+        elif (model == QUEUE_L3_FIFO and t == EV_EXEC and p == px
+              and arrived[st[S_CURSOR] + 1] > st[live_row_of(side)]):
+            full = True                      # an order behind ours traded: ours traded before it
         elif p == px:
             excess = s - qa                  # what the trade took beyond the queue ahead fills us
             if excess > 0:
@@ -310,7 +323,10 @@ def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at
                 elif rule == FILL_WHOLE_ORDER or excess >= qty:
                     fill_at = qty
             qa = max(qa - s, 0)
-    elif (pi[IP_QUEUE_MODEL] == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)
+    elif (model == QUEUE_L3_FIFO and (t == EV_CANCEL or t == EV_DELETE) and d == side and p == px
+          and arrived[st[S_CURSOR] + 1] <= st[live_row_of(side)]):
+        qa = max(qa - s, 0)                  # an order ahead of ours left
+    elif (model == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)
           and d == side and p == px):
         big_s = level_size(book, at0, side, px, pi[IP_LEVELS])
         if big_s > 0:

@@ -43,15 +43,16 @@ from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
-from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F_CASH, F_EQUITY, FP_TICK_DOLLARS,
+from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_TICK_DOLLARS, F_CASH, F_EQUITY,
                                 IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY, IP_FORCE_FLATTEN, IP_LATENCY,
                                 IP_LEVELS, IP_N_ROWS, IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EV_COLS, N_FP, N_IP,
                                 N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP,
-                                OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, S_BOUGHT, S_BUY_LIVE_AT,
-                                S_BUY_OID, S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY,
-                                S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
-                                S_SELL_LIVE_AT, S_SELL_OID, S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD,
-                                S_STEP, S_STEP_IN_EP, S_TRADE_STEPS, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
+                                OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
+                                S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY,
+                                S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID,
+                                S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_LIVE_ROW, S_SELL_OID, S_SELL_PX,
+                                S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP, S_TRADE_STEPS,
+                                S_WAS_OPEN)
 from alpharl.sizes import cdiv
 
 #: Threads per block of lobsim_reset: one thread per backtest.
@@ -84,8 +85,8 @@ def select_reset(st, fs, done):
     """Branch-free reset of the episode state: every field keeps its value or, when ``done``,
     takes the fresh-episode value (orders gone, flat, zero money)."""
     for r in (S_STEP_IN_EP, S_INVENTORY, S_WAS_OPEN, S_TRADE_STEPS, S_BOUGHT, S_SOLD,
-              S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID,
-              S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID,
+              S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID, S_BUY_LIVE_ROW,
+              S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID, S_SELL_LIVE_ROW,
               S_MKT_QTY, S_MKT_FLAT, S_MKT_OID):
         st[r] = 0 if done else st[r]
     for r in (S_BUY_LIVE_AT, S_SELL_LIVE_AT, S_MKT_LIVE_AT):
@@ -123,16 +124,17 @@ def store_state(st, fs, rs, si, sf, rng, b):
     rng[b] = rs[0]
 
 
-@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], "
-        "int32[:, ::1], float64[:, ::1], uint32[::1], float32[:, ::1], float32[:, ::1], int32[:, :, ::1], "
-        "float64[:, ::1], int32, int32)")
-def lobsim_step(actions, events, book, live_rows, seen_rows, ip, fp, si, sf, rng, obs, out, fills_i, fills_f,
-                per_block, chunk):
+@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
+        "float64[::1], int32[:, ::1], float64[:, ::1], uint32[::1], float32[:, ::1], float32[:, ::1], "
+        "int32[:, :, ::1], float64[:, ::1], int32, int32)")
+def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
+                fills_f, per_block, chunk):
     """One env step of every backtest: action, E events with queue fills, reward / done /
     labels, branch-free auto-reset, observation.
 
     actions int32[B]; events/book the market tables, flat (rows of N_EV_COLS / 4L words);
-    live_rows / seen_rows the latencies in time as rows (alpharl.sim.market.LatencyRows); ip/fp
+    live_rows / seen_rows the latencies in time as rows (alpharl.sim.market.LatencyRows); arrived the
+    row each event's order arrived at (l3_fifo, alpharl.sim.market.order_arrivals); ip/fp
     packed SimParams; si int32[N_STATE_I, B], sf float64[N_STATE_F, B], rng uint32[B] (updated);
     obs float32[B, obs_dim] and out float32[N_OUT, B] (written); fills_i int32[B, cap, N_FILL_I] /
     fills_f float64[B, cap] (ring).
@@ -232,11 +234,11 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, ip, fp, si, sf, rng
                 # the queue caps at the orders' prices (read only for live orders)
                 cap_buy, cap_sell = level_caps(mb, at1, st[S_BUY_PX], st[S_SELL_PX], nl)
                 order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
-                            pi, pf, fills_i, fills_f)
+                            arrived, pi, pf, fills_i, fills_f)
                 closed = close_if_flat(st)
                 if not closed:
                     order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb,
-                                at1 - width, pi, pf, fills_i, fills_f)
+                                at1 - width, arrived, pi, pf, fills_i, fills_f)
                     closed = close_if_flat(st)
                 st[S_CURSOR] += 1
             if not closed:

@@ -9,7 +9,7 @@ import pytest
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.lobster.market import MarketData
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, latency_rows, time_ns
+from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, time_ns
 from alpharl.sim.params import SimParams
 
 
@@ -79,3 +79,15 @@ def test_bad_latencies_in_time(kw):
 def test_the_synthetic_market_has_no_clock():
     with pytest.raises(ValueError, match="synthetic"):
         latency_rows(SyntheticMarket(), SimParams(feed_latency_ns=10))
+
+
+def test_order_arrivals_name_the_row_each_order_arrived_at():
+    md = _timed_market([0.0, 1.0, 2.0, 3.0, 4.0])
+    md = dataclasses.replace(md, event_type=np.array([1, 1, 3, 4, 5], np.int8),
+                             order_id=np.array([7, 8, 7, 99, 0], np.int64))
+    # order 7 arrived at row 0, 8 at row 1; 99 before the file; a hidden execution names none
+    assert order_arrivals(md, SimParams(queue_model="l3_fifo")).tolist() == [0, 1, 0, L.ARRIVED_BEFORE,
+                                                                           L.ARRIVED_BEFORE]
+    assert order_arrivals(md, SimParams()).size == 1
+    with pytest.raises(ValueError, match="synthetic"):
+        order_arrivals(SyntheticMarket(), SimParams(queue_model="l3_fifo"))

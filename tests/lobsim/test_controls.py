@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from alpharl import actions as A
-from alpharl.lobster.format import EV_CANCEL, EV_EXEC, EV_HIDDEN_EXEC, EV_NEW
+from alpharl.lobster.format import EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC, EV_NEW
 from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import layout as L
 from alpharl.sim.driver import run_script
@@ -251,6 +251,33 @@ def test_feed_latency_shows_an_older_book(kind, feed_s, bid):
     assert obs[0, L.obx_base(sim.params.obs_levels) + L.OBX_SPREAD] == 102 - bid
     run_script(sim, [A.HOLD, A.HOLD, A.JOIN_BID])
     assert sim.field("buy_px")[0] == bid
+
+
+#: Our bid joins 300 shares from before the file (orders 1000: 200, 1001: 100); order 5 (500)
+#: arrives behind it; 1001 is deleted, 1000 executed, then 100 of order 5 executed.
+L3_ROWS = [
+    (EV_NEW, SELL, 10, 105, _book(300)),
+    (EV_NEW, BUY, 500, 100, _book(800)),
+    (EV_DELETE, BUY, 100, 100, _book(700)),
+    (EV_EXEC, BUY, 200, 100, _book(500)),
+    (EV_EXEC, BUY, 100, 100, _book(400)),
+    (EV_NEW, SELL, 10, 106, _book(400)),
+]
+L3_IDS = [900, 5, 1001, 1000, 5, 901]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("model, queue, fills", [("l3_fifo", 200, [(100, 4)]), ("risk_averse", 300, [])])
+def test_l3_fifo_queue_follows_the_orders_ahead(kind, model, queue, fills):
+    """l3_fifo: the deletion of an order ahead moves us forward, an order behind us trading fills
+    us; risk-averse: neither (the execution of 200 then leaves 100 ahead of us)."""
+    market = dataclasses.replace(make_market(L3_ROWS), order_id=np.array(L3_IDS, np.int64))
+    sim = (LobSim if kind == "kernels" else ReferenceLobSim)(
+        market, _params(L3_ROWS, queue_model=model, force_flatten=False), 1, 3)
+    run_script(sim, [A.JOIN_BID, A.HOLD])                   # rows 1 and 2
+    assert sim.field("buy_qa")[0] == queue and sim.field("buy_live_row")[0] == 0
+    res = run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD])
+    assert [(f["quantity"], f["event_row"]) for f in _fills(res)] == fills
 
 
 @pytest.mark.parametrize("kind", BACKENDS)

@@ -25,6 +25,9 @@ CONFIGS = {
     "goog1-matched-rules": (GOOG1, SimParams(events_per_step=3, episode_steps=9, fills_log_capacity=32,
                                              queue_model="risk_averse", fill_rule="whole_order", post_only=True,
                                              entry_queue="last_seen", off_tick_trades="nearest", latency_events=2)),
+    # price-time priority from LOBSTER's order ids
+    "amzn5-l3-fifo": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
+                                       queue_model="l3_fifo", fill_rule="all_or_nothing", latency_events=1)),
     # latencies in the data's time: entry ~ a few events, the feed several events behind
     "amzn5-latency-in-time": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                entry_latency_ns=300_000_000, feed_latency_ns=800_000_000,

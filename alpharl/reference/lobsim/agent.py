@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpharl import actions as A
-from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE
+from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, EV_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32_np
 from alpharl.reference.lobsim.book import best_opposite, col, level_cap, level_size
 from alpharl.sim import layout as L
@@ -228,6 +228,7 @@ def activate(sim, rows, closed):
         si[base + L.O_QA, idx] = np.where(marketable, 0, qa)
         si[base + L.O_QA0, idx] = np.where(marketable, 0, qa)
         si[base + L.O_LIVE_AT, idx] = L.LIVE
+        si[_live_row(side), idx] = cur[idx]
         t = idx[marketable]
         if sim.ip[L.IP_POST_ONLY]:
             si[L.S_POST_CANCELLED, t] += 1
@@ -236,6 +237,11 @@ def activate(sim, rows, closed):
                       si[base + L.O_OID, t], 0)
         si[base + L.O_QTY, t] = 0
         close_if_flat(sim, closed)
+
+
+def _live_row(side):
+    """State row of the row at which the resting ``side`` order went live."""
+    return L.S_BUY_LIVE_ROW if side == L.SIDE_BUY else L.S_SELL_LIVE_ROW
 
 
 def order_event(sim, side, r0, r1, closed):
@@ -253,12 +259,20 @@ def order_event(sim, side, r0, r1, closed):
     qa = si[base + L.O_QA, idx].astype(np.int64)
     trade = np.isin(t, L.TRADE_TYPES) & (d == side)
     through = trade & ((p < px) if side == L.SIDE_BUY else (p > px))
-    at = trade & (p == px)
+    l3 = ip[L.IP_QUEUE_MODEL] == L.QUEUE_L3_FIFO
+    if l3:
+        # l3_fifo: is the order this event names ahead of ours (arrived no later than ours went live)?
+        ahead = sim.arrived[r1[idx]] <= si[_live_row(side), idx]
+        through |= trade & (t == EV_EXEC) & (p == px) & ~ahead    # an order behind ours traded
+    at = trade & (p == px) & ~through
     excess = np.where(at, s - qa, 0)
     rule = ip[L.IP_FILL_RULE]
     whole = (excess >= qty) | (rule == L.FILL_WHOLE_ORDER)
     fill_at = np.where(excess > 0, np.minimum(excess, qty) if rule == L.FILL_PARTIAL else np.where(whole, qty, 0), 0)
     qa = np.where(at, np.maximum(qa - s, 0), qa)
+    if l3:
+        left = np.isin(t, L.CANCEL_TYPES) & (d == side) & (p == px) & ahead
+        qa = np.where(left, np.maximum(qa - s, 0), qa)
     if ip[L.IP_QUEUE_MODEL] == L.QUEUE_PROBABILISTIC:
         canc = np.isin(t, L.CANCEL_TYPES) & (d == side) & (p == px)
         big_s = level_size(sim.book, r0[idx], side, px, sim.levels)

@@ -79,7 +79,7 @@ from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, latency_rows, replay_stream
+from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -115,6 +115,7 @@ class ReferenceLobSim(StepOutputs):
                                  f"in the {n_rows} events of the data")
         lat = latency_rows(market, params)
         self.live_rows, self.seen_rows = lat.live_rows, lat.seen_rows
+        self.arrived = order_arrivals(market, params)
         self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.tick_dollars = float(self.fp[L.FP_TICK_DOLLARS])
         self.span = max(n_rows - params.window_events, 1)
@@ -259,8 +260,8 @@ class ReferenceLobSim(StepOutputs):
         """The reset state selected where ``done``: flat, no orders, no money, live-at cleared."""
         si, sf = self.state_i, self.state_f
         for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
-                  L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID,
-                  L.S_SELL_PX, L.S_SELL_QTY, L.S_SELL_QA, L.S_SELL_QA0, L.S_SELL_OID,
+                  L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID, L.S_BUY_LIVE_ROW,
+                  L.S_SELL_PX, L.S_SELL_QTY, L.S_SELL_QA, L.S_SELL_QA0, L.S_SELL_OID, L.S_SELL_LIVE_ROW,
                   L.S_MKT_QTY, L.S_MKT_FLAT, L.S_MKT_OID):
             si[r] = np.where(done, 0, si[r])
         for r in (L.S_BUY_LIVE_AT, L.S_SELL_LIVE_AT, L.S_MKT_LIVE_AT):
