@@ -139,6 +139,13 @@ class TrainConfig:
         for fee in ("maker_fee", "taker_fee"):
             if not abs(getattr(self.sim, fee)) <= FEE_MAX:
                 bad.append(f"[sim] {fee} = {getattr(self.sim, fee)}: must be in [-{FEE_MAX:g}, {FEE_MAX:g}]")
+        if self.synthetic:   # the synthetic market has no clock and names no orders
+            for key, on in (("entry_latency_ns", self.sim.entry_latency_ns > 0),
+                            ("feed_latency_ns", self.sim.feed_latency_ns > 0),
+                            ("queue_model", self.sim.queue_model == "l3_fifo")):
+                if on:
+                    bad.append(f"[sim] {key} = {getattr(self.sim, key)!r}: needs replayed LOBSTER data, "
+                               "not --synthetic")
         if bad:
             raise ConfigError(bad[0])
         return self
@@ -155,6 +162,11 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"{source}: unknown option {unknown[0]!r}")
         _check_types(cls, d, source)
+        if isinstance(d.get("sim"), dict):
+            try:
+                d["sim"] = SimParams.upgrade_keys(d["sim"])   # older configs' partial_fills
+            except ValueError as exc:
+                raise ConfigError(f"{source}: [sim] {exc}") from None
         for section, params in (("sim", SimParams), ("synth", SynthParams)):
             if isinstance(d.get(section), dict):
                 _check_types(params, d[section], source, prefix=f"[{section}] ")

@@ -48,6 +48,8 @@ CANCEL_TYPES = (EV_CANCEL, EV_DELETE)
 # --------------------------------------------------------- order status
 #: An order's ``live_at`` once it is live (>= 0: the cursor at which it goes live).
 LIVE = -1
+#: Arrival row (l3_fifo's per-event table) of an order that arrived before the file's first row.
+ARRIVED_BEFORE = -1
 
 # ------------------------------------------------------------- state_i rows
 (S_CURSOR,        # row of the current book snapshot (replay) / events generated so far (synthetic)
@@ -68,8 +70,11 @@ LIVE = -1
  S_MKT_FLAT,      # 1: the pending market order is a flatten (its size is read when it goes live)
  S_MKT_LIVE_AT,
  S_MKT_OID,
+ S_POST_CANCELLED,  # post-only orders cancelled because they would have crossed on arrival, since reset()
+ S_BUY_LIVE_ROW,  # row at which the resting buy order went live (l3_fifo: who is ahead of it)
+ S_SELL_LIVE_ROW,
  S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
- ) = range(29)
+ ) = range(32)
 #: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
 O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
 #: Lags (env steps) of the recent mid returns in the observation.
@@ -83,7 +88,8 @@ STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_op
                  "next_oid", "refused", "bought", "sold", "fill_head",
                  "buy_px", "buy_qty", "buy_qa", "buy_qa0", "buy_live_at", "buy_oid",
                  "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
-                 "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+                 "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled", "buy_live_row",
+                 "sell_live_row") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
 assert len(STATE_I_NAMES) == N_STATE_I
 
 # ------------------------------------------------------------- state_f rows
@@ -196,16 +202,24 @@ def obs_names(obs_levels: int) -> list[str]:
 # ---------------------------------------------------------- packed params
 #: int32 parameter array ip[N_IP].
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
- IP_QUEUE_MODEL, IP_PARTIAL, IP_FORCE_FLATTEN, IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC, IP_OBS_LEVELS) = range(14)
-N_IP = 14
+ IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
+ IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC, IP_OBS_LEVELS) = range(18)
+N_IP = 18
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE = range(3)
 N_FP = 3
-#: The choices of SimParams.fee_mode / queue_model; a choice's device code is its index here.
+#: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue; a choice's device code is
+#: its index here.
 FEE_MODES = ("per_share", "per_value")
-QUEUE_MODELS = ("risk_averse", "probabilistic")
+QUEUE_MODELS = ("risk_averse", "probabilistic", "l3_fifo")
+FILL_RULES = ("partial", "all_or_nothing", "whole_order")
+ENTRY_QUEUES = ("visible", "last_seen")
 FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
-QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC = range(len(QUEUE_MODELS))
+QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC, QUEUE_L3_FIFO = range(len(QUEUE_MODELS))
+FILL_PARTIAL, FILL_ALL_OR_NOTHING, FILL_WHOLE_ORDER = range(len(FILL_RULES))
+ENTRY_VISIBLE, ENTRY_LAST_SEEN = range(len(ENTRY_QUEUES))
+#: The choices of SimParams.off_tick_trades (host side: how the replayed events are built).
+OFF_TICK_TRADES = ("drop", "nearest")
 
 
 def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -220,7 +234,11 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_LATENCY] = p.latency_events
     ip[IP_FEE_MODE] = FEE_MODES.index(p.fee_mode)
     ip[IP_QUEUE_MODEL] = QUEUE_MODELS.index(p.queue_model)
-    ip[IP_PARTIAL] = int(p.partial_fills)
+    ip[IP_FILL_RULE] = FILL_RULES.index(p.fill_rule)
+    ip[IP_POST_ONLY] = int(p.post_only)
+    ip[IP_ENTRY_QUEUE] = ENTRY_QUEUES.index(p.entry_queue)
+    ip[IP_TIMED_ENTRY] = int(p.entry_latency_ns > 0)     # orders go live at the host's live_rows
+    ip[IP_FEED_DELAY] = int(p.feed_latency_ns > 0)       # the agent sees the host's seen_rows
     ip[IP_FORCE_FLATTEN] = int(p.force_flatten)
     ip[IP_FILL_CAP] = p.fills_log_capacity
     ip[IP_N_ROWS] = n_rows

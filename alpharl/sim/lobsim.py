@@ -24,7 +24,7 @@ from alpharl.cuda_kernels.lobsim import synthetic as k_syn
 from alpharl.cuda_kernels.lobsim.stage import step_launch
 from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_lanes, seed_states
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, replay_stream
+from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -54,7 +54,7 @@ class LobSim(StepOutputs):
             self.syn_rng = cuda.device_array(self.B, np.uint32, stream=st)
             n_rows = 0
         else:
-            rs = replay_stream(market)
+            rs = replay_stream(market, params.off_tick_trades)
             self.levels, self.tick = rs.levels, rs.tick
             n_rows = rs.n_rows
             if n_rows - params.window_events < 1:
@@ -63,6 +63,10 @@ class LobSim(StepOutputs):
             # One read-only copy of the stream, shared by every backtest.
             self.events = cuda.to_device(rs.events, stream=st)
             self.book = cuda.to_device(rs.book, stream=st)
+        lat = latency_rows(market, params)
+        self.live_rows = cuda.to_device(lat.live_rows, stream=st)
+        self.seen_rows = cuda.to_device(lat.seen_rows, stream=st)
+        self.arrived = cuda.to_device(order_arrivals(market, params), stream=st)
         ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.ip = cuda.to_device(ip, stream=st)
         self.fp = cuda.to_device(fp, stream=st)
@@ -92,8 +96,8 @@ class LobSim(StepOutputs):
             k_syn.lobsim_synth_reset[self._grid, self._block, st](
                 self.sp, self.syn_i, self.events, self.book, np.int32(self.E))
         k_step.lobsim_reset[self._grid, self._block, st](
-            self._events_flat, self._book_flat, self.ip, self.fp, self.state_i, self.state_f, self.rng, self.obs_d,
-            self.out)
+            self._events_flat, self._book_flat, self.seen_rows, self.ip, self.fp, self.state_i, self.state_f, self.rng,
+            self.obs_d, self.out)
 
     def step(self, actions) -> None:
         """One env step; ``actions`` int32[B] device array. Launches only (graph-capturable)."""
@@ -103,7 +107,8 @@ class LobSim(StepOutputs):
                 self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
         sl = self.step_launch
         k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
-            actions, self._events_flat, self._book_flat, self.ip, self.fp, self.state_i, self.state_f, self.rng,
+            actions, self._events_flat, self._book_flat, self.live_rows, self.seen_rows, self.arrived, self.ip, self.fp,
+            self.state_i, self.state_f, self.rng,
             self.obs_d, self.out, self.fills_i, self.fills_f, np.int32(sl.per_block), np.int32(sl.chunk))
 
     # ------------------------------------------------------------ outputs

@@ -16,8 +16,9 @@ import numpy as np
 
 from alpharl.lobster.errors import at
 from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, BID_PAD_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL,
-                                    EV_HIDDEN_EXEC)
-from alpharl.sim.layout import ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS
+                                    EV_HIDDEN_EXEC, EV_NEW, PRICE_SCALE)
+from alpharl.sim.layout import (ARRIVED_BEFORE, ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS,
+                                OFF_TICK_TRADES)
 from alpharl.sim.params import SimParams, SynthParams
 
 #: Event code given to executions at a price between two ticks (hidden
@@ -40,8 +41,21 @@ class ReplayStream:
         return int(self.book.shape[0])
 
 
-def replay_stream(market) -> ReplayStream:
-    """Convert a MarketData (prices in 1e-4 $, int64) to int32 ticks."""
+def nearest_tick(price: np.ndarray, tick: int) -> np.ndarray:
+    """The tick hftbacktest rounds a price (int 1e-4 $) onto: (price / 1e4) / (tick / 1e4) in
+    float64, halves away from zero (Rust's round). Exact arithmetic would put every half-tick on
+    the tick above; the two divisions' rounding puts some below."""
+    x = (np.asarray(price, np.int64) / PRICE_SCALE) / (tick / PRICE_SCALE)
+    r = np.floor(x)
+    return (r + (x - r >= 0.5)).astype(np.int64)
+
+
+def replay_stream(market, off_tick_trades: str = "drop") -> ReplayStream:
+    """Convert a MarketData (prices in 1e-4 $, int64) to int32 ticks. Hidden executions between
+    two ticks are dropped (``off_tick_trades="drop"``: type EV_OFF_TICK) or put on the
+    nearest tick as hftbacktest does (``"nearest"``; SimParams.off_tick_trades)."""
+    if off_tick_trades not in OFF_TICK_TRADES:
+        raise ValueError(f"off_tick_trades={off_tick_trades!r}: expected one of {', '.join(OFF_TICK_TRADES)}")
     tick = int(market.tick)
     levels = int(market.levels)
     n = int(market.n_events)
@@ -56,14 +70,75 @@ def replay_stream(market) -> ReplayStream:
     price = np.asarray(market.price, dtype=np.int64)
     events = np.zeros((n, N_EV_COLS), np.int32)
     etype = np.asarray(market.event_type, dtype=np.int32).copy()
-    etype[(etype == EV_HIDDEN_EXEC) & (price % tick != 0)] = EV_OFF_TICK
+    off = (etype == EV_HIDDEN_EXEC) & (price % tick != 0)
+    ticks = price // tick
+    if off_tick_trades == "drop":
+        etype[off] = EV_OFF_TICK
+    else:
+        ticks[off] = nearest_tick(price[off], tick)
     events[:, EV_TYPE] = etype
     events[:, EV_DIR] = np.asarray(market.direction, dtype=np.int32)
     events[:, EV_SIZE] = np.asarray(market.size, dtype=np.int32)
-    events[:, EV_PRICE] = (price // tick).astype(np.int32)
+    events[:, EV_PRICE] = ticks.astype(np.int32)
     for arr in (events, book):
         arr.flags.writeable = False
     return ReplayStream(events=events, book=np.ascontiguousarray(book), levels=levels, tick=tick)
+
+
+def time_ns(market) -> np.ndarray:
+    """int64 ns after midnight of every event (LOBSTER's seconds, rounded to the ns they carry)."""
+    return np.rint(np.asarray(market.time, np.float64) * 1e9).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class LatencyRows:
+    """Latencies in time as rows of the replay (host-computed, read by the step once per order /
+    observation): ``live_rows[c]`` the row after whose event an order sent at row c goes live,
+    ``seen_rows[c]`` the row whose book the agent sees at row c. One-element placeholders when
+    the latency is off (never read)."""
+
+    live_rows: np.ndarray
+    seen_rows: np.ndarray
+
+
+def latency_rows(market, params: SimParams) -> LatencyRows:
+    """SimParams.entry_latency_ns / feed_latency_ns as rows of ``market`` (SimParams docs). A
+    synthetic market has no clock: a latency in time is refused (ValueError)."""
+    off = np.zeros(1, np.int32)
+    if not params.timed:
+        return LatencyRows(off, off)
+    if isinstance(market, SyntheticMarket):
+        raise ValueError("entry_latency_ns / feed_latency_ns need the timestamps of replayed data; "
+                         "the synthetic market has no clock (use latency_events)")
+    t = time_ns(market)
+    live, seen = off, off
+    if params.entry_latency_ns > 0:
+        live = (np.searchsorted(t, t + params.entry_latency_ns, "right") - 1).astype(np.int32)
+    if params.feed_latency_ns > 0:
+        seen = np.maximum(np.searchsorted(t, t - params.feed_latency_ns, "right") - 1, 0).astype(np.int32)
+    return LatencyRows(live, seen)
+
+
+def order_arrivals(market, params: SimParams) -> np.ndarray:
+    """For queue_model "l3_fifo": per row, the row at which the order its message names arrived
+    (its new-order message), ARRIVED_BEFORE for an order from before the file or none (hidden
+    executions); a one-element placeholder for the other queue models (never read). A synthetic
+    market names no orders: refused (ValueError)."""
+    if params.queue_model != "l3_fifo":
+        return np.zeros(1, np.int32)
+    if isinstance(market, SyntheticMarket):
+        raise ValueError("queue_model l3_fifo needs the order ids of replayed LOBSTER data; "
+                         "the synthetic market has none")
+    oid = np.asarray(market.order_id, np.int64)
+    arrived = np.full(oid.size, ARRIVED_BEFORE, np.int32)
+    new = np.flatnonzero(np.asarray(market.event_type) == EV_NEW)
+    # the first new-order message of each id (ids are not reused within a day)
+    ids, first = np.unique(oid[new], return_index=True)
+    if ids.size:
+        pos = np.minimum(np.searchsorted(ids, oid), ids.size - 1)
+        known = (oid != 0) & (ids[pos] == oid)
+        arrived[known] = new[first][pos[known]]
+    return arrived
 
 
 def fit_episode(params: SimParams, market) -> tuple[SimParams, str | None]:

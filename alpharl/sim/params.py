@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alpharl.sim.layout import FEE_MODES, QUEUE_MODELS
+from alpharl.sim.layout import ENTRY_QUEUES, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, QUEUE_MODELS
+
+#: Keys older configs may hold, and the fill_rule each value stands for.
+LEGACY_PARTIAL_FILLS = {True: "partial", False: "all_or_nothing"}
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,16 @@ class SimParams:
     latency_events: int = 0
     """Order entry latency in market events: an order placed at cursor c goes live
     when the replay reaches event c + latency (0: it acts on the snapshot seen)."""
+    entry_latency_ns: int = 0
+    """Order entry latency in time, ns of the data's timestamps (replayed data only; 0: off,
+    else latency_events must be 0). An order sent at row c, time t, goes live after the last
+    event at time <= t + latency (events at exactly that time come first, as in hftbacktest;
+    with no event by then, at once on the snapshot seen)."""
+    feed_latency_ns: int = 0
+    """Market-data latency in ns (replayed data only; 0: off). At row c, time t, the agent
+    sees the book as of t - latency (the last row at time <= t - latency, else the first
+    row): its observation, and the best prices its join / improve orders are placed at.
+    Its own position and orders are seen at once (no response latency is modelled)."""
     maker_fee: float = -0.0020
     """Fee of a resting (maker) fill, $/share or fraction of value (fee_mode); negative = rebate."""
     taker_fee: float = 0.0030
@@ -37,10 +50,36 @@ class SimParams:
     price (and when the visible level itself shrinks below it). "probabilistic": in
     addition, a cancellation of size c at its price, where S shares were visible,
     was ahead of us with probability queue_ahead / S (one Bernoulli draw from the
-    backtest's PRNG) and then removes c from the queue ahead."""
-    partial_fills: bool = True
-    """Resting orders may fill partially; False: all-or-nothing (a fill only when the
-    whole remaining quantity can be filled at once)."""
+    backtest's PRNG) and then removes c from the queue ahead. "l3_fifo" (replayed LOBSTER data,
+    whose messages name their orders): an execution or cancellation at its price moves it
+    forward only when the order it names arrived no later than ours went live (an order from
+    before the file counts as ahead); the execution of an order that arrived after ours fills
+    ours in whole (price-time priority traded ours first)."""
+    fill_rule: str = "partial"
+    """How an execution at a resting order's price that passes its queue ahead by ``excess``
+    shares fills it (a trade through its price, or the opposite best reaching it, fills it
+    whole under every rule). "partial": min(excess, remaining) shares. "all_or_nothing": the
+    whole remaining order once excess covers it, else nothing (the excess is lost).
+    "whole_order": the whole order once excess > 0, and a market order fills whole at the
+    best opposite price instead of walking the depth (hftbacktest's NoPartialFillExchange:
+    our size is taken as negligible against the book). Older configs' ``partial_fills =
+    true / false`` read as "partial" / "all_or_nothing"."""
+    post_only: bool = False
+    """Join / improve orders are post-only: one that would cross the book when it goes live
+    (the book moved during its latency) is cancelled, not filled as a taker, and counted in
+    the state counter ``post_cancelled``. False: it fills at once as a taker at the best
+    opposite price."""
+    entry_queue: str = "visible"
+    """The queue ahead of a limit order when it goes live. "visible": the visible size at its
+    price on that snapshot (0 when the price is not listed). "last_seen": the same, except at
+    a price beyond a full visible depth (a level that scrolled out of view during the latency,
+    not known to be empty), where it is the size the price showed on the snapshot the order
+    was placed on, as hftbacktest keeps the last size its feed gave for a price."""
+    off_tick_trades: str = "drop"
+    """Executions at a price between two ticks (hidden midpoint orders). "drop": they touch no
+    displayed queue. "nearest": they are replayed at the nearest tick as hftbacktest rounds
+    them (price / tick in float64, halves away from zero, so a half-tick lands on either
+    neighbour as the binary division falls)."""
     force_flatten: bool = True
     """At the end of an episode window, close the position at market (taker) before
     the episode is marked truncated. False: the open position is marked to mid and
@@ -60,14 +99,44 @@ class SimParams:
             "lot_size": self.lot_size >= 1,
             "max_position": self.max_position >= self.lot_size,
             "latency_events": self.latency_events >= 0,
+            "entry_latency_ns": self.entry_latency_ns >= 0 and not (self.entry_latency_ns and self.latency_events),
+            "feed_latency_ns": self.feed_latency_ns >= 0,
             "fee_mode": self.fee_mode in FEE_MODES,
             "queue_model": self.queue_model in QUEUE_MODELS,
+            "fill_rule": self.fill_rule in FILL_RULES,
+            "entry_queue": self.entry_queue in ENTRY_QUEUES,
+            "off_tick_trades": self.off_tick_trades in OFF_TICK_TRADES,
             "fills_log_capacity": self.fills_log_capacity >= 0,
             "obs_levels": self.obs_levels >= 1,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"SimParams: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)}")
+
+    @property
+    def timed(self) -> bool:
+        """Whether a latency is given in time (the simulator then needs the data's timestamps)."""
+        return self.entry_latency_ns > 0 or self.feed_latency_ns > 0
+
+    @property
+    def partial_fills(self) -> bool:
+        """Older spelling of ``fill_rule == "partial"`` (read only)."""
+        return self.fill_rule == "partial"
+
+    @staticmethod
+    def upgrade_keys(d: dict) -> dict:
+        """A [sim] table of keys with an older config's ``partial_fills`` folded into
+        ``fill_rule`` (ValueError when both are given and disagree)."""
+        if "partial_fills" not in d:
+            return d
+        d = dict(d)
+        old = d.pop("partial_fills")
+        rule = LEGACY_PARTIAL_FILLS.get(old) if isinstance(old, bool) else None
+        if rule is None:
+            raise ValueError(f"partial_fills = {old!r}: expected true or false")
+        if d.setdefault("fill_rule", rule) != rule:
+            raise ValueError(f"partial_fills = {str(old).lower()} and fill_rule = {d['fill_rule']!r} disagree")
+        return d
 
     @property
     def window_events(self) -> int:

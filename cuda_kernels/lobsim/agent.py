@@ -16,16 +16,18 @@ from __future__ import annotations
 from numba import cuda, float64, int64, uint32
 
 from alpharl import actions as A
-from alpharl.cuda_kernels.lobsim.book import crosses, level_size, side_cols, word
+from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, level_size, side_cols, word
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
-from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, F_CASH, F_FEES, F_REALISED, FEE_PER_SHARE, FL_MAKER,
-                                FL_OID, FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE,
-                                FP_TICK_DOLLARS, IP_FEE_MODE, IP_FILL_CAP, IP_LATENCY, IP_LEVELS, IP_LOT, IP_MAX_POS,
-                                IP_PARTIAL, IP_QUEUE_MODEL, LIVE, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY,
-                                QUEUE_PROBABILISTIC, S_BOUGHT, S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD,
-                                S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_REFUSED,
-                                S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
+from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER, FL_MAKER, FL_OID,
+                                FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE,
+                                FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED, IP_ENTRY_QUEUE, IP_FEE_MODE,
+                                IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY, IP_QUEUE_MODEL,
+                                LIVE, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY, QUEUE_L3_FIFO, QUEUE_PROBABILISTIC,
+                                SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW, S_BUY_PX, S_BUY_QTY, S_CURSOR,
+                                S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
+                                S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP,
+                                S_WAS_OPEN)
 
 @cuda.jit(device=True)
 def reduces(inv, side):
@@ -110,10 +112,12 @@ def close_if_flat(st):
 def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f):
     """A taker order walking the visible depth of the snapshot at ``at`` level by level; what
     the depth cannot fill is dropped, except for a flatten, which fills it at the deepest
-    visible price (or, with that side empty, at the other side's best price). One book_fill
-    call site: the remainder is the pass after the last level (the fill is inlined once)."""
+    visible price (or, with that side empty, at the other side's best price). Under the
+    whole-order fill rule the best level takes it all. One book_fill call site: the remainder
+    is the pass after the last level (the fill is inlined once)."""
     inv = st[S_INVENTORY]
     rem = min(qty, abs(inv)) if reduces(inv, side) else qty
+    whole = pi[IP_FILL_RULE] == FILL_WHOLE_ORDER
     pc, zc, empty = side_cols(-side)         # the side this order takes from
     oc, _, other_empty = side_cols(side)     # its own side: the fallback price of a flatten
     last_px = 0
@@ -123,7 +127,7 @@ def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f)
         if lv < nl:
             c = at + lv * BOOK_COLS_PER_LEVEL
             p = word(book, c + pc)
-            take = min(rem, word(book, c + zc))
+            take = rem if whole else min(rem, word(book, c + zc))
             valid = p != empty
         else:
             other = word(book, at + oc)
@@ -138,15 +142,16 @@ def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f)
 
 
 @cuda.jit(device=True)
-def replace_limit(st, base, px, lot, live_at, oid):
+def replace_limit(st, base, px, lot, live_at, oid, seen):
     """(Re)place the resting order at row ``base`` (S_BUY_PX / S_SELL_PX, a constant at each call
     so the state stays in registers) at px, unless an order already rests there; returns
-    whether an order was placed."""
+    whether an order was placed. Until it goes live its queue ahead holds ``seen``, the size its
+    price showed when it was sent (entry_queue "last_seen"; 0 otherwise)."""
     if st[base + O_QTY] > 0 and st[base + O_PX] == px:
         return False
     st[base + O_PX] = px
     st[base + O_QTY] = lot
-    st[base + O_QA] = 0
+    st[base + O_QA] = seen
     st[base + O_QA0] = 0
     st[base + O_LIVE_AT] = live_at
     st[base + O_OID] = oid
@@ -154,13 +159,25 @@ def replace_limit(st, base, px, lot, live_at, oid):
 
 
 @cuda.jit(device=True)
-def place_orders(st, act, ask1, bid1, pi):
-    """Action ``act`` against the snapshot whose best ask / bid are ask1 / bid1: market orders
-    become the pending market order, join/improve (re)place the side's resting order,
-    cancel/flatten drop them. Refusals (empty side, position limit, a pending flatten) are counted."""
+def sent_size(book, at, vbook, vat, side, px, nl):
+    """The last size price px showed when an order there is sent (entry_queue "last_seen"): its
+    size on the cursor's snapshot at ``at`` if listed there; out of view there, its size on the
+    snapshot the agent sees (``vat``, older with a feed latency); else 0."""
+    found, size = find_level(book, at, side, px, nl)
+    if not found and beyond_view(book, at, side, px, nl):
+        size = level_size(vbook, vat, side, px, nl)
+    return size
+
+
+@cuda.jit(device=True)
+def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
+    """Action ``act`` at the cursor's snapshot ``at``, decided on the snapshot the agent sees,
+    ``vat`` (the same one without a feed latency), whose best ask / bid are ask1 / bid1: market
+    orders become the pending market order, join/improve (re)place the side's resting order,
+    cancel/flatten drop them; every order goes live at row ``live_at``. Refusals (empty side,
+    position limit, a pending flatten) are counted."""
     lot = pi[IP_LOT]
     maxp = pi[IP_MAX_POS]
-    live_at = st[S_CURSOR] + pi[IP_LATENCY]
     new_oid = st[S_NEXT_OID]
     inv = st[S_INVENTORY]
     mkt = st[S_MKT_QTY]
@@ -185,16 +202,19 @@ def place_orders(st, act, ask1, bid1, pi):
             refused = True
     elif act == A.JOIN_BID or act == A.IMPROVE_BID or act == A.JOIN_ASK or act == A.IMPROVE_ASK:
         improve = act == A.IMPROVE_BID or act == A.IMPROVE_ASK
+        last_seen = pi[IP_ENTRY_QUEUE] != 0
         if act == A.JOIN_BID or act == A.IMPROVE_BID:
             px = bid1 + 1 if improve and (not has_ask or ask1 - bid1 > 1) else bid1
             ok = has_bid and inv + max(mkt, 0) + lot <= maxp
             if ok:
-                placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid)
+                seen = sent_size(book, at, vbook, vat, SIDE_BUY, px, pi[IP_LEVELS]) if last_seen else 0
+                placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen)
         else:
             px = ask1 - 1 if improve and (not has_bid or ask1 - bid1 > 1) else ask1
             ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
             if ok:
-                placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid)
+                seen = sent_size(book, at, vbook, vat, SIDE_SELL, px, pi[IP_LEVELS]) if last_seen else 0
+                placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen)
         refused = not ok
     elif act == A.CANCEL or act == A.FLATTEN:
         st[S_BUY_QTY] = 0
@@ -216,19 +236,30 @@ def place_orders(st, act, ask1, bid1, pi):
 @cuda.jit(device=True)
 def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
     """A pending limit order whose latency ran out goes live: queue ahead = visible size at its
-    price; a marketable one fills at once as a taker at the best opposite price."""
+    price (entry_queue "last_seen": the size seen at placement when the price is now out of
+    view); a marketable one fills at once as a taker at the best opposite price, or, post-only,
+    is cancelled (and counted)."""
     qty = st[base + O_QTY]
     la = st[base + O_LIVE_AT]
     if qty > 0 and la != LIVE and la <= st[S_CURSOR]:
         px = st[base + O_PX]
         opp, ok = best_of(side, ask1, bid1)
         marketable = ok and crosses(side, opp, px)
-        qa = 0 if marketable else level_size(book, at, side, px, pi[IP_LEVELS])
+        nl = pi[IP_LEVELS]
+        qa = 0
+        if not marketable:
+            qa = level_size(book, at, side, px, nl)
+            if pi[IP_ENTRY_QUEUE] != 0 and beyond_view(book, at, side, px, nl):
+                qa = st[base + O_QA]
         st[base + O_QA] = qa
         st[base + O_QA0] = qa
         st[base + O_LIVE_AT] = LIVE
+        st[live_row_of(side)] = st[S_CURSOR]
         if marketable:
-            book_fill(st, fs, b, side, qty, opp, 0, 0, st[base + O_OID], 0, pi, pf, fills_i, fills_f)
+            if pi[IP_POST_ONLY] != 0:
+                st[S_POST_CANCELLED] += 1
+            else:
+                book_fill(st, fs, b, side, qty, opp, 0, 0, st[base + O_OID], 0, pi, pf, fills_i, fills_f)
             st[base + O_QTY] = 0
 
 
@@ -255,12 +286,20 @@ def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
 
 
 @cuda.jit(device=True)
-def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at0, pi, pf, fills_i, fills_f):
-    """Replay one event (type t, direction d, size s, price p) against the live resting ``side``
-    order (book at ``at0`` before it; after it, best ask / bid ask1 / bid1 and the order's queue cap
-    ``cap`` = level_cap at its price): queue-ahead consumption by trades at its price,
-    Bernoulli cancellations (probabilistic model), fills by trade-through or a crossing book,
-    then the visible-size cap."""
+def live_row_of(side):
+    """State row of the row at which the resting ``side`` order went live."""
+    return S_BUY_LIVE_ROW if side == SIDE_BUY else S_SELL_LIVE_ROW
+
+
+@cuda.jit(device=True)
+def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at0, arrived, pi, pf, fills_i,
+                fills_f):
+    """Replay one event (type t, direction d, size s, price p; row cursor + 1) against the live
+    resting ``side`` order (book at ``at0`` before it; after it, best ask / bid ask1 / bid1 and the
+    order's queue cap ``cap`` = level_cap at its price): queue-ahead consumption by trades at its
+    price, Bernoulli cancellations (probabilistic model) or those of orders ahead (l3_fifo: the
+    row each event's order arrived at, ``arrived``), fills by trade-through, by the execution of
+    an order behind ours (l3_fifo) or a crossing book, then the visible-size cap."""
     qty = st[base + O_QTY]
     if qty <= 0 or st[base + O_LIVE_AT] != LIVE:
         return
@@ -268,18 +307,26 @@ def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at
     qa = st[base + O_QA]
     full = False
     fill_at = 0
+    model = pi[IP_QUEUE_MODEL]
     if (t == EV_EXEC or t == EV_HIDDEN_EXEC) and d == side:
         if (side == SIDE_BUY and p < px) or (side == SIDE_SELL and p > px):
             full = True                      # the market traded through our price
+        elif (model == QUEUE_L3_FIFO and t == EV_EXEC and p == px
+              and arrived[st[S_CURSOR] + 1] > st[live_row_of(side)]):
+            full = True                      # an order behind ours traded: ours traded before it
         elif p == px:
             excess = s - qa                  # what the trade took beyond the queue ahead fills us
             if excess > 0:
-                if pi[IP_PARTIAL] != 0:
+                rule = pi[IP_FILL_RULE]
+                if rule == FILL_PARTIAL:
                     fill_at = min(excess, qty)
-                elif excess >= qty:
+                elif rule == FILL_WHOLE_ORDER or excess >= qty:
                     fill_at = qty
             qa = max(qa - s, 0)
-    elif (pi[IP_QUEUE_MODEL] == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)
+    elif (model == QUEUE_L3_FIFO and (t == EV_CANCEL or t == EV_DELETE) and d == side and p == px
+          and arrived[st[S_CURSOR] + 1] <= st[live_row_of(side)]):
+        qa = max(qa - s, 0)                  # an order ahead of ours left
+    elif (model == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)
           and d == side and p == px):
         big_s = level_size(book, at0, side, px, pi[IP_LEVELS])
         if big_s > 0:

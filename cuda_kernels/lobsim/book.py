@@ -84,6 +84,15 @@ def level_size(book, at, side, px, levels):
 
 
 @cuda.jit(device=True)
+def beyond_view(book, at, side, px, levels):
+    """True when px lies beyond a full visible depth on the resting side of ``side`` orders: out
+    of view, not known to be empty (level_caps' CAP_UNKNOWN case)."""
+    pc, _, empty = side_cols(side)
+    deepest = word(book, at + (levels - 1) * BOOK_COLS_PER_LEVEL + pc)
+    return deepest != empty and (px < deepest if side == SIDE_BUY else px > deepest)
+
+
+@cuda.jit(device=True)
 def cap_step(p, z, px, found, size):
     """One level of a first-hit scan for px: (found, size) after the level (p, z)."""
     hit = p == px and not found

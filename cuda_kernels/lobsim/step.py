@@ -37,21 +37,22 @@ from __future__ import annotations
 from numba import cuda, float32, float64, int32, uint32
 
 from alpharl.cuda_kernels.lobsim.agent import activate, close_if_flat, order_event, place_orders, walk
-from alpharl.cuda_kernels.lobsim.book import level_caps, mid2_of, word
+from alpharl.cuda_kernels.lobsim.book import level_caps, mid2, mid2_of, word
 from alpharl.cuda_kernels.lobsim.observe import write_obs
 from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
-from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F_CASH, F_EQUITY, FP_TICK_DOLLARS,
-                                IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FORCE_FLATTEN, IP_LEVELS, IP_N_ROWS,
-                                IP_SYNTHETIC, LIVE, N_EV_COLS, N_FP, N_IP, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I,
-                                OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD,
-                                OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_OID,
-                                S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST,
-                                S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT,
-                                S_SELL_OID, S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP,
-                                S_TRADE_STEPS, S_WAS_OPEN, SIDE_BUY, SIDE_SELL)
+from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_TICK_DOLLARS, F_CASH, F_EQUITY,
+                                IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY, IP_FORCE_FLATTEN, IP_LATENCY,
+                                IP_LEVELS, IP_N_ROWS, IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EV_COLS, N_FP, N_IP,
+                                N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP,
+                                OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
+                                S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY,
+                                S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID,
+                                S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_LIVE_ROW, S_SELL_OID, S_SELL_PX,
+                                S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP, S_TRADE_STEPS,
+                                S_WAS_OPEN)
 from alpharl.sizes import cdiv
 
 #: Threads per block of lobsim_reset: one thread per backtest.
@@ -84,8 +85,8 @@ def select_reset(st, fs, done):
     """Branch-free reset of the episode state: every field keeps its value or, when ``done``,
     takes the fresh-episode value (orders gone, flat, zero money)."""
     for r in (S_STEP_IN_EP, S_INVENTORY, S_WAS_OPEN, S_TRADE_STEPS, S_BOUGHT, S_SOLD,
-              S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID,
-              S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID,
+              S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID, S_BUY_LIVE_ROW,
+              S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID, S_SELL_LIVE_ROW,
               S_MKT_QTY, S_MKT_FLAT, S_MKT_OID):
         st[r] = 0 if done else st[r]
     for r in (S_BUY_LIVE_AT, S_SELL_LIVE_AT, S_MKT_LIVE_AT):
@@ -123,13 +124,17 @@ def store_state(st, fs, rs, si, sf, rng, b):
     rng[b] = rs[0]
 
 
-@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
-        "uint32[::1], float32[:, ::1], float32[:, ::1], int32[:, :, ::1], float64[:, ::1], int32, int32)")
-def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, fills_f, per_block, chunk):
+@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
+        "float64[::1], int32[:, ::1], float64[:, ::1], uint32[::1], float32[:, ::1], float32[:, ::1], "
+        "int32[:, :, ::1], float64[:, ::1], int32, int32)")
+def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
+                fills_f, per_block, chunk):
     """One env step of every backtest: action, E events with queue fills, reward / done /
     labels, branch-free auto-reset, observation.
 
-    actions int32[B]; events/book the market tables, flat (rows of N_EV_COLS / 4L words); ip/fp
+    actions int32[B]; events/book the market tables, flat (rows of N_EV_COLS / 4L words);
+    live_rows / seen_rows the latencies in time as rows (alpharl.sim.market.LatencyRows); arrived the
+    row each event's order arrived at (l3_fifo, alpharl.sim.market.order_arrivals); ip/fp
     packed SimParams; si int32[N_STATE_I, B], sf float64[N_STATE_F, B], rng uint32[B] (updated);
     obs float32[B, obs_dim] and out float32[N_OUT, B] (written); fills_i int32[B, cap, N_FILL_I] /
     fills_f float64[B, cap] (ring).
@@ -199,8 +204,15 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
             ev0 = row0 * N_EV_COLS
         if j0 == 0 and mine:
             mid_before = mid2_of(word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE))
-            # 1. the action on the snapshot the agent saw
-            place_orders(st, act, word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE), pi)
+            # 1. the action on the snapshot the agent saw (feed latency: an older row, read from the
+            # global table); its orders go live latency_events later, or at the row the entry
+            # latency in time reaches (host-computed)
+            seen_b, seen_at = mb, sb0
+            if pi[IP_FEED_DELAY] != 0:
+                seen_b, seen_at = book, seen_rows[row0] * width
+            live_at = live_rows[row0] if pi[IP_TIMED_ENTRY] != 0 else st[S_CURSOR] + pi[IP_LATENCY]
+            place_orders(st, act, word(seen_b, seen_at + ASK_PRICE), word(seen_b, seen_at + BID_PRICE), mb, sb0,
+                         seen_b, seen_at, live_at, pi)
         # 2-4. pass i = 0 (first chunk only): orders with no latency act on the snapshot the agent
         # saw; pass i > 0: replay the chunk's event i against our orders, then activate on the
         # book after it (one inlined copy of activate for both). Once the episode closed or no
@@ -222,11 +234,11 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
                 # the queue caps at the orders' prices (read only for live orders)
                 cap_buy, cap_sell = level_caps(mb, at1, st[S_BUY_PX], st[S_SELL_PX], nl)
                 order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
-                            pi, pf, fills_i, fills_f)
+                            arrived, pi, pf, fills_i, fills_f)
                 closed = close_if_flat(st)
                 if not closed:
                     order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb,
-                                at1 - width, pi, pf, fills_i, fills_f)
+                                at1 - width, arrived, pi, pf, fills_i, fills_f)
                     closed = close_if_flat(st)
                 st[S_CURSOR] += 1
             if not closed:
@@ -272,9 +284,10 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
                              if mid_before != 0 else float32(0.0))
     if inv != 0:
         st[S_TRADE_STEPS] += 1
+    feed = pi[IP_FEED_DELAY] != 0            # the observation's mids and book come from the seen rows
     for k in range(N_MID_HIST - 1, 0, -1):
         st[S_MID_HIST + k] = st[S_MID_HIST + k - 1]
-    st[S_MID_HIST] = mid_e
+    st[S_MID_HIST] = mid2(book, seen_rows[row_e] * width) if feed else mid_e
     fs[F_EQUITY] = equity
     if done:
         st[S_EPISODE] += 1
@@ -291,21 +304,26 @@ def lobsim_step(actions, events, book, ip, fp, si, sf, rng, obs, out, fills_i, f
             copy_row(book, row * width, sm, at_e, width)
         else:
             at_e = row * width
-    m_new = mid_e if row == row_e else mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
+    ob_b, ob_at = mb, at_e
+    if feed:
+        ob_b, ob_at = book, seen_rows[row] * width
+        m_new = mid2(ob_b, ob_at)
+    else:
+        m_new = mid_e if row == row_e else mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
-    write_obs(st, fs, b, mb, at_e, pi, pf, obs)
+    write_obs(st, fs, b, ob_b, ob_at, pi, pf, obs)
 
     # 7. the one store of the state
     store_state(st, fs, rs, si, sf, rng, b)
 
 
-@kernel("void(int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
+@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
         "uint32[::1], float32[:, ::1], float32[:, ::1])")
-def lobsim_reset(events, book, ip, fp, si, sf, rng, obs, out):
+def lobsim_reset(events, book, seen_rows, ip, fp, si, sf, rng, obs, out):
     """Start every backtest afresh: counters cleared, a random start cursor (replay), flat,
-    no orders, outputs zero, observation written. rng must hold freshly seeded states; events /
-    book flat as in lobsim_step. Launch [sim_grid(B), SIM_BLOCK]."""
+    no orders, outputs zero, observation written (of the seen row with a feed latency). rng must
+    hold freshly seeded states; events / book flat as in lobsim_step. Launch [sim_grid(B), SIM_BLOCK]."""
     b = cuda.grid(1)
     if b >= si.shape[1]:
         return
@@ -327,6 +345,8 @@ def lobsim_reset(events, book, ip, fp, si, sf, rng, obs, out):
     st[S_CURSOR] = 0 if synthetic else start
     select_reset(st, fs, True)
     row = b * (pi[IP_EVENTS_PER_STEP] + 1) + pi[IP_EVENTS_PER_STEP] if synthetic else st[S_CURSOR]
+    if pi[IP_FEED_DELAY] != 0:
+        row = seen_rows[row]
     at = row * BOOK_COLS * pi[IP_LEVELS]
     m = mid2_of(word(book, at + ASK_PRICE), word(book, at + BID_PRICE))
     for k in range(N_MID_HIST):

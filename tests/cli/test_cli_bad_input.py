@@ -76,6 +76,21 @@ def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_p
     assert not fake_trainer.calls
 
 
+@pytest.mark.parametrize("line, names", [
+    ('[sim]\nfill_rule = "sometimes"', ["c.toml", "fill_rule", "sometimes"]),
+    ('[sim]\noff_tick_trades = "up"', ["c.toml", "off_tick_trades", "up"]),
+    ('[sim]\npartial_fills = true\nfill_rule = "whole_order"', ["c.toml", "partial_fills", "fill_rule", "disagree"]),
+    ('[sim]\npartial_fills = "yes"', ["c.toml", "partial_fills", "yes"]),
+    ('synthetic = true\n[sim]\nqueue_model = "l3_fifo"', ["queue_model", "l3_fifo", "--synthetic"]),
+    ('synthetic = true\n[sim]\nfeed_latency_ns = 1000', ["feed_latency_ns", "--synthetic"]),
+])
+def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(line + "\n")
+    assert_one_line_error(train("--config", cfg), *names)
+    assert not fake_trainer.calls
+
+
 # ----------------------------------------------------------------- item 9: resume + config
 def test_resume_with_a_config_file_of_another_b_is_refused(fake_trainer, tmp_path, rng):
     run = make_run(tmp_path / "run", rows=2, rng=rng)            # b = 2

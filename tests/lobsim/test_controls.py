@@ -2,19 +2,22 @@
 partial / all-or-nothing fills, fees per share / per value, latency, position limit,
 forced flatten, round trips; the scripted driver and the Arrow fills log. Every case runs
 on the GPU kernels and on the NumPy reference."""
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from alpharl import actions as A
-from alpharl.lobster.format import EV_CANCEL, EV_EXEC, EV_NEW
+from alpharl.lobster.format import EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC, EV_NEW
 from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import layout as L
 from alpharl.sim.driver import run_script
 from alpharl.sim.fills import FILLS_SCHEMA, FillsLog, read_fills
 from alpharl.sim.lobsim import LobSim
+from alpharl.sim.market import nearest_tick
 from alpharl.sim.params import SimParams
-from lobsim_helpers import make_market, real_market
+from lobsim_helpers import TICK, make_market, real_market
 
 BUY, SELL = 1, -1
 BOOK = [102, 500, 100, 300, 103, 100, 99, 100]   # ask 102x500 / bid 100x300, second levels 103 / 99
@@ -76,10 +79,102 @@ def test_risk_averse_queue_partial_fills(kind):
 
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_all_or_nothing_waits_for_a_whole_fill(kind):
-    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse", partial_fills=False))
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse", fill_rule="all_or_nothing"))
     res = run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD])
     f = _fills(res)
     assert [(x["maker"], x["quantity"], x["event_row"]) for x in f] == [(True, 100, 4), (False, 100, 5)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("rule, expected", [("partial", [(50, 3), (50, 4)]), ("all_or_nothing", [(100, 4)]),
+                                            ("whole_order", [(100, 3)])])
+def test_fill_rules(kind, rule, expected):
+    """300 ahead of our 100: the 350-share trade passes the queue by 50, the next 100 by 100 more."""
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse", fill_rule=rule,
+                                         force_flatten=False))
+    res = run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD])
+    assert [(x["quantity"], x["event_row"]) for x in _fills(res) if x["maker"]] == expected
+
+
+#: A thin best ask (50 at 102, 500 at 103).
+THIN_ROWS = [(EV_NEW, SELL, 10, 110, [102, 50, 100, 300, 103, 500, 99, 100])] * 4
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("rule", ["partial", "whole_order"])
+def test_whole_order_rule_fills_market_orders_at_the_best_price(kind, rule):
+    sim = _sim(kind, THIN_ROWS, _params(THIN_ROWS, fill_rule=rule))
+    res = run_script(sim, [A.MARKET_BUY, A.HOLD])
+    got = [(f["quantity"], f["price_ticks"]) for f in _fills(res)]
+    assert got == ([(100, 102)] if rule == "whole_order" else [(50, 102), (50, 103)])
+
+
+#: Our bid at 100 goes live two events later, when the ask has come down to 100.
+CROSS_ROWS = [
+    (EV_NEW, SELL, 10, 110, BOOK),
+    (EV_CANCEL, BUY, 300, 100, [102, 500, 99, 100, 103, 100, 98, 100]),
+    (EV_NEW, SELL, 200, 100, [100, 200, 99, 100, 102, 500, 98, 100]),
+    (EV_NEW, SELL, 10, 110, [100, 200, 99, 100, 102, 500, 98, 100]),
+]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("post_only", [False, True])
+def test_post_only_cancels_a_join_that_would_cross(kind, post_only):
+    sim = _sim(kind, CROSS_ROWS, _params(CROSS_ROWS, latency_events=2, post_only=post_only, force_flatten=False))
+    res = run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD])
+    got = [(f["maker"], f["quantity"], f["price_ticks"], f["event_row"]) for f in _fills(res)]
+    assert got == ([] if post_only else [(False, 100, 100, 2)])
+    assert sim.field("post_cancelled")[0] == int(post_only)
+    assert sim.field("buy_qty")[0] == 0
+
+
+#: Our bid at 100 (300 shown) goes live two events later, when two better bids have pushed 100 out of
+#: the two visible levels.
+SCROLL_ROWS = [
+    (EV_NEW, SELL, 10, 110, [105, 500, 100, 300, 106, 100, 99, 100]),
+    (EV_NEW, BUY, 50, 101, [105, 500, 101, 50, 106, 100, 100, 300]),
+    (EV_NEW, BUY, 70, 101, [105, 500, 101, 120, 106, 100, 100, 300]),
+    (EV_NEW, BUY, 20, 102, [105, 500, 102, 20, 106, 100, 101, 120]),
+    (EV_NEW, SELL, 10, 110, [105, 500, 102, 20, 106, 100, 101, 120]),
+]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("entry, queue", [("visible", 0), ("last_seen", 300)])
+def test_entry_queue_at_a_price_out_of_view(kind, entry, queue):
+    sim = _sim(kind, SCROLL_ROWS, _params(SCROLL_ROWS, latency_events=3, entry_queue=entry,
+                                          queue_model="risk_averse"))
+    run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD])
+    assert sim.field("buy_live_at")[0] == L.LIVE and sim.field("buy_px")[0] == 100
+    assert sim.field("buy_qa")[0] == sim.field("buy_qa0")[0] == queue
+
+
+def _half_tick_rows(price):
+    """Book 1003 / 1001 (ticks); then a hidden execution of a buy order, 30 shares at ``price``
+    (1e-4 $, between two ticks)."""
+    book = [1003, 500, 1001, 300, 1004, 100, 1000, 100]
+    return [(EV_NEW, SELL, 10, 1010, book), (EV_HIDDEN_EXEC, BUY, 30, price / TICK, book),
+            (EV_NEW, SELL, 10, 1010, book)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("rule, price, expected", [
+    ("drop", 100150, []),
+    ("nearest", 100150, [30]),      # 1001.5 ticks exactly in float64: up, at our 1002 (30 pass a queue of 0)
+    ("nearest", 100050, [100]),     # 1000.5000000000001: up to 1001, below our 1002: a trade through it
+])
+def test_off_tick_hidden_executions(kind, rule, price, expected):
+    """Our buy improves the bid to 1002 with no queue ahead."""
+    rows = _half_tick_rows(price)
+    sim = _sim(kind, rows, _params(rows, off_tick_trades=rule, force_flatten=False, queue_model="risk_averse"))
+    res = run_script(sim, [A.IMPROVE_BID, A.HOLD])
+    assert [f["quantity"] for f in _fills(res)] == expected
+
+
+def test_nearest_tick_rounds_as_float64_division():
+    # halves away from zero after the two float divisions: 1001.5 up, 1006.4999999999999 down
+    assert nearest_tick(np.array([100150, 100650, 100100, 100149]), 100).tolist() == [1002, 1006, 1001, 1001]
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -120,6 +215,69 @@ def test_latency_delays_orders_by_events(kind):
     assert sim.field("buy_qa0")[0] == 700                              # the queue when it went live, at row 2
     res = run_script(sim, [A.MARKET_BUY, A.HOLD, A.HOLD])
     assert [(f["event_row"], f["price_ticks"]) for f in _fills(res)][0] == (2, 102)
+
+
+def _timed_sim(kind, rows, times, **kw):
+    market = dataclasses.replace(make_market(rows), time=np.asarray(times, np.float64))
+    return (LobSim if kind == "kernels" else ReferenceLobSim)(market, _params(rows, **kw), 1, 3)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("entry_s, queue", [(0.4, 300), (0.5, 700)])
+def test_entry_latency_in_time(kind, entry_s, queue):
+    """Events at 0, 0.5, 0.5, 1, 2, 3 s: a join sent at 0 s with 0.4 s of latency goes live at once
+    (no event by then), with 0.5 s after both events at 0.5 s (ties come first)."""
+    sim = _timed_sim(kind, QUEUE_ROWS, [0.0, 0.5, 0.5, 1.0, 2.0, 3.0], entry_latency_ns=int(entry_s * 1e9),
+                     queue_model="risk_averse")
+    run_script(sim, [A.JOIN_BID])
+    assert sim.field("buy_live_at")[0] == (L.LIVE if queue == 300 else 2)
+    run_script(sim, [A.JOIN_BID, A.HOLD])
+    assert sim.field("buy_live_at")[0] == L.LIVE and sim.field("buy_qa0")[0] == queue
+
+
+#: The bid rises from 100 to 101 at row 1.
+RISING_ROWS = [(EV_NEW, SELL, 10, 110, BOOK)] + [(EV_NEW, BUY, 50, 101, [102, 500, 101, 50, 103, 100, 100, 300])] * 4
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("feed_s, bid", [(0.0, 101), (1.5, 100)])
+def test_feed_latency_shows_an_older_book(kind, feed_s, bid):
+    """Events one second apart: at row 2 with 1.5 s of feed latency the agent sees row 0's book
+    (bid 100, spread 2) and joins there; without it, row 2's (bid 101, spread 1)."""
+    sim = _timed_sim(kind, RISING_ROWS, np.arange(len(RISING_ROWS), dtype=np.float64),
+                     feed_latency_ns=int(feed_s * 1e9))
+    run_script(sim, [A.HOLD, A.HOLD])
+    obs = sim.obs.copy_to_host() if kind == "kernels" else sim.obs
+    assert obs[0, L.obx_base(sim.params.obs_levels) + L.OBX_SPREAD] == 102 - bid
+    run_script(sim, [A.HOLD, A.HOLD, A.JOIN_BID])
+    assert sim.field("buy_px")[0] == bid
+
+
+#: Our bid joins 300 shares from before the file (orders 1000: 200, 1001: 100); order 5 (500)
+#: arrives behind it; 1001 is deleted, 1000 executed, then 100 of order 5 executed.
+L3_ROWS = [
+    (EV_NEW, SELL, 10, 105, _book(300)),
+    (EV_NEW, BUY, 500, 100, _book(800)),
+    (EV_DELETE, BUY, 100, 100, _book(700)),
+    (EV_EXEC, BUY, 200, 100, _book(500)),
+    (EV_EXEC, BUY, 100, 100, _book(400)),
+    (EV_NEW, SELL, 10, 106, _book(400)),
+]
+L3_IDS = [900, 5, 1001, 1000, 5, 901]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("model, queue, fills", [("l3_fifo", 200, [(100, 4)]), ("risk_averse", 300, [])])
+def test_l3_fifo_queue_follows_the_orders_ahead(kind, model, queue, fills):
+    """l3_fifo: the deletion of an order ahead moves us forward, an order behind us trading fills
+    us; risk-averse: neither (the execution of 200 then leaves 100 ahead of us)."""
+    market = dataclasses.replace(make_market(L3_ROWS), order_id=np.array(L3_IDS, np.int64))
+    sim = (LobSim if kind == "kernels" else ReferenceLobSim)(
+        market, _params(L3_ROWS, queue_model=model, force_flatten=False), 1, 3)
+    run_script(sim, [A.JOIN_BID, A.HOLD])                   # rows 1 and 2
+    assert sim.field("buy_qa")[0] == queue and sim.field("buy_live_row")[0] == 0
+    res = run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD])
+    assert [(f["quantity"], f["event_row"]) for f in _fills(res)] == fills
 
 
 @pytest.mark.parametrize("kind", BACKENDS)

@@ -11,16 +11,27 @@ from alpharl.sim.lobsim import LobSim
 from alpharl.sim.market import SyntheticMarket, replay_stream
 from alpharl.sim.params import SimParams, SynthParams
 from lobsim_helpers import check_invariants, compare_states, device_actions, poison_outputs, real_market
-from support import AMZN5, GOOG10, assert_all_written
+from support import AMZN5, GOOG1, GOOG10, assert_all_written
 
 CONFIGS = {
     "amzn5-probabilistic": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                              queue_model="probabilistic", max_position=300)),
     "goog10-risk-averse-aon-latency": (GOOG10, SimParams(events_per_step=3, episode_steps=9, fills_log_capacity=32,
-                                                         queue_model="risk_averse", partial_fills=False,
+                                                         queue_model="risk_averse", fill_rule="all_or_nothing",
                                                          fee_mode="per_value", maker_fee=-2e-5, taker_fee=3e-5,
                                                          latency_events=2, force_flatten=False)),
     "synthetic": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32, latency_events=1)),
+    # hftbacktest's rules (benchmarks/vs_hftbacktest.py) on one level, where prices leave the view often
+    "goog1-matched-rules": (GOOG1, SimParams(events_per_step=3, episode_steps=9, fills_log_capacity=32,
+                                             queue_model="risk_averse", fill_rule="whole_order", post_only=True,
+                                             entry_queue="last_seen", off_tick_trades="nearest", latency_events=2)),
+    # price-time priority from LOBSTER's order ids
+    "amzn5-l3-fifo": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
+                                       queue_model="l3_fifo", fill_rule="all_or_nothing", latency_events=1)),
+    # latencies in the data's time: entry ~ a few events, the feed several events behind
+    "amzn5-latency-in-time": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
+                                               entry_latency_ns=300_000_000, feed_latency_ns=800_000_000,
+                                               max_position=300)),
 }
 B = 6
 STEPS = 30
@@ -43,7 +54,7 @@ def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
     gpu.reset()
     ref.reset()
     compare_states(gpu.state_dict(), ref.state_dict(), "reset")
-    stream = None if name is None else replay_stream(market)
+    stream = None if name is None else replay_stream(market, params.off_tick_trades)
     last = np.zeros(B, np.int64)
     reward_sum = np.zeros(B)
     # random actions, weighted toward orders so fills, closes and refusals all happen

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpharl import actions as A
-from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE
+from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, EV_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32_np
 from alpharl.reference.lobsim.book import best_opposite, col, level_cap, level_size
 from alpharl.sim import layout as L
@@ -90,13 +90,14 @@ def walk(sim, idx, side, qty, rows, flatten, oid):
     rem = np.where(reducing, np.minimum(qty, np.abs(inv)), qty).astype(np.int64)
     last_px = np.zeros(idx.size, np.int64)
     has_last = np.zeros(idx.size, bool)
+    whole = sim.ip[L.IP_FILL_RULE] == L.FILL_WHOLE_ORDER     # the best level takes the whole order
     for lv in range(sim.levels):
         pc = np.where(side == L.SIDE_BUY, col(lv, ASK_PRICE), col(lv, BID_PRICE))
         zc = np.where(side == L.SIDE_BUY, col(lv, ASK_SIZE), col(lv, BID_SIZE))
         p = sim.book[rows, pc].astype(np.int64)
         z = sim.book[rows, zc].astype(np.int64)
         valid = np.where(side == L.SIDE_BUY, p != L.ASK_EMPTY, p != L.BID_EMPTY)
-        take = np.where(valid, np.minimum(rem, z), 0)
+        take = np.where(valid, rem if whole else np.minimum(rem, z), 0)
         book_fill(sim, idx, side, take, p, False, 0, oid, 0)
         rem -= take
         last_px = np.where(valid, p, last_px)
@@ -110,10 +111,13 @@ def walk(sim, idx, side, qty, rows, flatten, oid):
 
 
 def place_orders(sim, act, row0):
-    """Rule 1: the actions ``act`` int32[B] on the snapshots ``row0`` the agent saw."""
+    """Rule 1: the actions ``act`` int32[B] at the cursor rows ``row0``, on the snapshot the agent
+    sees there (the cursor's, or with a feed latency an older one); orders go live latency_events
+    later, or with an entry latency in time at the host's live_rows."""
     si, p = sim.state_i, sim.params
     lot, maxp = p.lot_size, p.max_position
-    live_at = si[L.S_CURSOR] + p.latency_events
+    live_at = sim.live_rows[row0] if sim.ip[L.IP_TIMED_ENTRY] else si[L.S_CURSOR] + p.latency_events
+    cursor_rows, row0 = row0, sim._seen(row0)
     new_oid = si[L.S_NEXT_OID].copy()
     inv = si[L.S_INVENTORY].astype(np.int64)
     mkt = si[L.S_MKT_QTY].astype(np.int64)
@@ -153,12 +157,19 @@ def place_orders(sim, act, row0):
             px = ask1 - (improve & (~has_bid | (spread > 1)))
             ok = has_ask & (inv + np.minimum(mkt, 0) - lot >= -maxp)
         same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px)
+        # entry_queue "last_seen": until it goes live the queue holds the size its price shows as
+        # it is sent: on the cursor's book, or, out of view there, on the book the agent sees
+        seen = np.zeros(sim.B, np.int64)
+        if sim.ip[L.IP_ENTRY_QUEUE] != 0:
+            now = level_size(sim.book, cursor_rows, side, px, sim.levels)
+            out = level_cap(sim.book, cursor_rows, side, px, sim.levels) == L.CAP_UNKNOWN
+            seen = np.where(out, level_size(sim.book, row0, side, px, sim.levels), now)
         go = want & ok & ~same
         refused |= want & ~ok
         placed |= go
         si[base + L.O_PX] = np.where(go, px, si[base + L.O_PX])
         si[base + L.O_QTY] = np.where(go, lot, si[base + L.O_QTY])
-        si[base + L.O_QA] = np.where(go, 0, si[base + L.O_QA])
+        si[base + L.O_QA] = np.where(go, seen, si[base + L.O_QA])
         si[base + L.O_QA0] = np.where(go, 0, si[base + L.O_QA0])
         si[base + L.O_LIVE_AT] = np.where(go, live_at, si[base + L.O_LIVE_AT])
         si[base + L.O_OID] = np.where(go, new_oid, si[base + L.O_OID])
@@ -210,14 +221,27 @@ def activate(sim, rows, closed):
         opp, empty = best_opposite(sim.book, r, side)
         marketable = (opp != empty) & ((opp <= px) if side == L.SIDE_BUY else (opp >= px))
         qa = level_size(sim.book, r, side, px, sim.levels)
+        if sim.ip[L.IP_ENTRY_QUEUE] != 0:
+            # out of view (beyond a full visible depth): the size seen when it was placed
+            beyond = level_cap(sim.book, r, side, px, sim.levels) == L.CAP_UNKNOWN
+            qa = np.where(beyond, si[base + L.O_QA, idx], qa)
         si[base + L.O_QA, idx] = np.where(marketable, 0, qa)
         si[base + L.O_QA0, idx] = np.where(marketable, 0, qa)
         si[base + L.O_LIVE_AT, idx] = L.LIVE
+        si[_live_row(side), idx] = cur[idx]
         t = idx[marketable]
-        book_fill(sim, t, side, si[base + L.O_QTY, t].astype(np.int64), opp[marketable], False, 0,
-                   si[base + L.O_OID, t], 0)
+        if sim.ip[L.IP_POST_ONLY]:
+            si[L.S_POST_CANCELLED, t] += 1
+        else:
+            book_fill(sim, t, side, si[base + L.O_QTY, t].astype(np.int64), opp[marketable], False, 0,
+                      si[base + L.O_OID, t], 0)
         si[base + L.O_QTY, t] = 0
         close_if_flat(sim, closed)
+
+
+def _live_row(side):
+    """State row of the row at which the resting ``side`` order went live."""
+    return L.S_BUY_LIVE_ROW if side == L.SIDE_BUY else L.S_SELL_LIVE_ROW
 
 
 def order_event(sim, side, r0, r1, closed):
@@ -235,11 +259,20 @@ def order_event(sim, side, r0, r1, closed):
     qa = si[base + L.O_QA, idx].astype(np.int64)
     trade = np.isin(t, L.TRADE_TYPES) & (d == side)
     through = trade & ((p < px) if side == L.SIDE_BUY else (p > px))
-    at = trade & (p == px)
+    l3 = ip[L.IP_QUEUE_MODEL] == L.QUEUE_L3_FIFO
+    if l3:
+        # l3_fifo: is the order this event names ahead of ours (arrived no later than ours went live)?
+        ahead = sim.arrived[r1[idx]] <= si[_live_row(side), idx]
+        through |= trade & (t == EV_EXEC) & (p == px) & ~ahead    # an order behind ours traded
+    at = trade & (p == px) & ~through
     excess = np.where(at, s - qa, 0)
-    fill_at = np.where(excess > 0, np.minimum(excess, qty) if ip[L.IP_PARTIAL] else
-                       np.where(excess >= qty, qty, 0), 0)
+    rule = ip[L.IP_FILL_RULE]
+    whole = (excess >= qty) | (rule == L.FILL_WHOLE_ORDER)
+    fill_at = np.where(excess > 0, np.minimum(excess, qty) if rule == L.FILL_PARTIAL else np.where(whole, qty, 0), 0)
     qa = np.where(at, np.maximum(qa - s, 0), qa)
+    if l3:
+        left = np.isin(t, L.CANCEL_TYPES) & (d == side) & (p == px) & ahead
+        qa = np.where(left, np.maximum(qa - s, 0), qa)
     if ip[L.IP_QUEUE_MODEL] == L.QUEUE_PROBABILISTIC:
         canc = np.isin(t, L.CANCEL_TYPES) & (d == side) & (p == px)
         big_s = level_size(sim.book, r0[idx], side, px, sim.levels)

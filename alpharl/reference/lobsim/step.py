@@ -19,17 +19,25 @@ The semantics, in the order one env step applies them to every backtest
    market. Improving when the spread is one tick joins instead. Orders are
    refused (counted in ``refused``) when their side of the book is empty or
    when the worst case of the inventory plus every order on that side would
-   pass ``max_position``. Every order goes live ``latency_events`` events later.
+   pass ``max_position``. Every order goes live ``latency_events`` events later,
+   or with ``entry_latency_ns`` after the last event at time <= t + latency
+   (t: the cursor's time). With ``feed_latency_ns`` the snapshot the agent
+   sees (its observation, its join / improve prices) is the last row at time
+   <= t - latency; its own orders and position it sees at once.
 2. **Activation** (at the cursor, and again after every event): a pending
    market order walks the visible depth of the current snapshot level by level
    (taker fills; what the depth cannot fill is dropped, except for a flatten,
-   whose remainder fills at the deepest visible price). A limit order going
+   whose remainder fills at the deepest visible price; under ``fill_rule =
+   "whole_order"`` the best level takes the whole order). A limit order going
    live takes ``queue_ahead`` = the visible size at its price (0 when the price
    improves the book); one that is marketable by then fills at once as a taker
-   at the best opposite price.
+   at the best opposite price, or with ``post_only`` is cancelled (counted in
+   ``post_cancelled``).
 3. **Events** ``c+1 .. c+E``; for each live resting order (buy first):
    an execution (types 4/5) of a same-side limit order at our price consumes
-   the queue ahead; what exceeds it fills us (partial, or all-or-nothing). An
+   the queue ahead; an excess over it fills us by ``fill_rule``: "partial"
+   min(excess, remaining), "all_or_nothing" the whole order if excess >=
+   remaining (else nothing), "whole_order" the whole order. An
    execution beyond our price (the market traded through it), or the opposite
    best reaching our price in the book after the event, fills the whole order.
    Under the probabilistic model a same-side cancellation of size s at our
@@ -38,7 +46,8 @@ The semantics, in the order one env step applies them to every backtest
    removes s from the queue ahead. Finally the queue ahead is capped by the
    visible size at our price (0 once the level is visibly empty). Maker fills
    are at our limit price. Executions at a price between ticks (hidden
-   midpoint orders) never touch displayed queues.
+   midpoint orders) never touch displayed queues, or with ``off_tick_trades =
+   "nearest"`` are replayed at the tick hftbacktest rounds them onto.
 4. **Round trip**: fills that reduce the position are clipped at flat; when
    the position comes back to flat the episode ends at that event (resting and
    pending orders are cancelled; the remaining events only move the cursor).
@@ -70,7 +79,7 @@ from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, replay_stream
+from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -97,13 +106,16 @@ class ReferenceLobSim(StepOutputs):
             self.events, self.book = self.synth.events, self.synth.book
             n_rows = 0
         else:
-            stream = replay_stream(market)
+            stream = replay_stream(market, params.off_tick_trades)
             self.levels, self.tick = stream.levels, stream.tick
             self.events, self.book = stream.events, stream.book
             n_rows = stream.n_rows
             if n_rows - params.window_events < 1:
                 raise ValueError(f"episode window of {params.window_events} events does not fit "
                                  f"in the {n_rows} events of the data")
+        lat = latency_rows(market, params)
+        self.live_rows, self.seen_rows = lat.live_rows, lat.seen_rows
+        self.arrived = order_arrivals(market, params)
         self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.tick_dollars = float(self.fp[L.FP_TICK_DOLLARS])
         self.span = max(n_rows - params.window_events, 1)
@@ -176,7 +188,8 @@ class ReferenceLobSim(StepOutputs):
         o[L.OUT_LABEL_RET] = np.where(mid_before != 0, (mid_e - mid_before) / safe, 0.0).astype(np.float32)
         si[L.S_TRADE_STEPS] += si[L.S_INVENTORY] != 0
         hist = slice(L.S_MID_HIST, L.S_MID_HIST + L.N_MID_HIST)
-        si[hist] = np.concatenate([mid_e[None, :], si[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST - 1]])
+        mid_seen = mid2(self.book, self._seen(row_e))
+        si[hist] = np.concatenate([mid_seen[None, :], si[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST - 1]])
         sf[L.F_EQUITY] = equity
         si[L.S_EPISODE] += done
         # Branch-free auto-reset: a start offset is drawn every step; done selects the reset state.
@@ -228,8 +241,13 @@ class ReferenceLobSim(StepOutputs):
         return self.state_i[L.S_CURSOR].astype(np.int64)
 
     def _obs_rows(self):
-        """The rows the observation is written from (after the step, and after a reset)."""
-        return self._row0() + self.E if self.synthetic else self.state_i[L.S_CURSOR].astype(np.int64)
+        """The rows the observation is written from (after the step, and after a reset): the cursor's
+        row, or with a feed latency the row the agent sees then."""
+        return self._row0() + self.E if self.synthetic else self._seen(self.state_i[L.S_CURSOR].astype(np.int64))
+
+    def _seen(self, rows):
+        """The rows whose book the agent sees at ``rows`` (SimParams.feed_latency_ns)."""
+        return self.seen_rows[rows].astype(np.int64) if self.ip[L.IP_FEED_DELAY] else rows
 
     # ------------------------------------------------------- reset (draw_start, select_reset)
     def _draw_start(self):
@@ -242,8 +260,8 @@ class ReferenceLobSim(StepOutputs):
         """The reset state selected where ``done``: flat, no orders, no money, live-at cleared."""
         si, sf = self.state_i, self.state_f
         for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
-                  L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID,
-                  L.S_SELL_PX, L.S_SELL_QTY, L.S_SELL_QA, L.S_SELL_QA0, L.S_SELL_OID,
+                  L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID, L.S_BUY_LIVE_ROW,
+                  L.S_SELL_PX, L.S_SELL_QTY, L.S_SELL_QA, L.S_SELL_QA0, L.S_SELL_OID, L.S_SELL_LIVE_ROW,
                   L.S_MKT_QTY, L.S_MKT_FLAT, L.S_MKT_OID):
             si[r] = np.where(done, 0, si[r])
         for r in (L.S_BUY_LIVE_AT, L.S_SELL_LIVE_AT, L.S_MKT_LIVE_AT):
