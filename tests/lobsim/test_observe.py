@@ -159,7 +159,11 @@ def test_units_free_of_price_level_and_size_scale(rng):
     si2[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST] += 2 * c
     sf2[L.F_AVG_PX] += c * TICK_DOLLARS
     other = reference_obs(moved.astype(np.int32), rows, ip, fp, si2, sf2, dim)
-    np.testing.assert_allclose(other, base, rtol=1e-5, atol=1e-5)
+    # With one side of the touch empty there is no mid to measure from (the observation falls back
+    # to a price of its own): the claim is for two-sided books, which the random cases mostly are.
+    two_sided = (book[rows, ASK_PRICE] != L.ASK_EMPTY) & (book[rows, BID_PRICE] != L.BID_EMPTY)
+    assert two_sided.sum() >= len(rows) // 2
+    np.testing.assert_allclose(other[two_sided], base[two_sided], rtol=1e-5, atol=1e-5)
 
 
 def test_obs_levels_must_be_positive():
