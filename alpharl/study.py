@@ -794,6 +794,10 @@ def save_png(plan: StudyPlan, results: list[dict], summary: list[dict], path: Pa
                     tax.plot(tr["step"], tr[slot], color=colours.get(r["variant"], "C0"), linewidth=0.9, alpha=0.7,
                              marker="o" if len(tr["step"]) < 3 else None, ms=3)   # a short run: its points
                     lows.append(np.nanmin(np.asarray(tr[slot], np.float64)))
+            if not lows:   # e.g. trials recorded before traces were kept, or without readable diagnostics
+                tax.text(0.5, 0.5, "no trace recorded", ha="center", va="center", fontsize=8, color="0.4",
+                         transform=tax.transAxes)
+                tax.set_xticks([]), tax.set_yticks([])
             if slot.startswith("lr_") and lows and min(lows) > 0:   # learning rates span decades
                 tax.set_yscale("log")
             tax.set_title(f"{name}: {slot}", fontsize=8)

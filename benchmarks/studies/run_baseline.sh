@@ -5,7 +5,7 @@
 # (numpy backend) while the next trials train. Resumable: run it again to finish a cut-off study.
 # Usage: benchmarks/studies/run_baseline.sh DATA OUT [JOBS] [extra study options...]
 set -uo pipefail
-data=${1:?DATA folder}; out=${2:?OUT folder}; jobs=${3:-12}; shift 3 || shift $#
+data=${1:?DATA folder}; out=${2:?OUT folder}; jobs=${3:-8}; shift 3 || shift $#
 here=$(cd "$(dirname "$0")" && pwd)
 python3 -m alpharl.cli study --data "$data" --each-file --seeds 5 --steps 50000 --b 16 \
   --backend cuda --eval-backend numpy --train-window 0:0.8 \
