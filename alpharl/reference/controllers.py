@@ -72,9 +72,15 @@ def rl_v_blend(v_scalar, v_dq, n, isv, out, gate=(1,)):
     out[:n] = a * np.asarray(v_scalar[:n], np.float32) + (f32(1) - a) * np.asarray(v_dq[:n], np.float32)
 
 
-def _lr_law(lr_prev, sig, isv):
+def _ppo_updated(isv):
+    return isv[S.RL_OBS_PPO_SAMPLES] > 0
+
+
+def _lr_law(lr_prev, sig, isv, live=True):
     if sig < 0 or lr_prev == 0 or not _finite(lr_prev):
         return f32(S.LR_BOOTSTRAP)
+    if not live:
+        return f32(lr_prev)
     ema = isv[sig]
     if not _observed(ema) or ema < 0:
         return f32(lr_prev)
@@ -92,7 +98,7 @@ def _lr_law(lr_prev, sig, isv):
 def rl_lr_controller(isv, q_signal_slot, pi_signal_slot, v_signal_slot, bce_signal_slot, aux_signal_slot, enc_signal_slot):
     sigs = (q_signal_slot, pi_signal_slot, v_signal_slot, bce_signal_slot, aux_signal_slot, enc_signal_slot)
     for slot, sig in zip(S.LR_SLOTS, sigs):
-        isv[slot] = _lr_law(isv[slot], sig, isv)
+        isv[slot] = _lr_law(isv[slot], sig, isv, slot not in LR.PPO_LR_SLOTS or _ppo_updated(isv))
 
 
 def rl_signal_ema(isv, table, beta, n_rows):
@@ -118,7 +124,7 @@ def rl_ppo_clip_controller(isv):
         hi, lo = f32(t * f32(PPO.KL_BAND)), f32(t / f32(PPO.KL_BAND))
     if eps == 0:
         eps = f32(PPO.CLIP_EPS_BOOTSTRAP)
-    elif _observed(kl):
+    elif _observed(kl) and _ppo_updated(isv):
         if kl > hi:
             eps = f32(eps / f32(PPO.CLIP_EPS_STEP))
         elif kl < lo:
@@ -130,7 +136,7 @@ def rl_ratio_clamp_controller(isv):
     c, tail = isv[S.RL_PPO_RATIO_CLAMP], isv[S.RL_RATIO_TAIL_EMA]
     if c == 0:
         c = f32(PPO.RATIO_CLAMP_BOOTSTRAP)
-    elif _observed(tail) and tail > 0:
+    elif _observed(tail) and tail > 0 and _ppo_updated(isv):
         c = f32(c + f32(PPO.RATIO_CLAMP_GAIN) * (f32(PPO.RATIO_TAIL_MULT) * tail - c))
     isv[S.RL_PPO_RATIO_CLAMP] = _clamp(c, PPO.RATIO_CLAMP_MIN, PPO.RATIO_CLAMP_MAX)
 
@@ -141,7 +147,7 @@ def rl_entropy_coef_controller(isv):
         target = f32(PPO.ENTROPY_TARGET)
     if coef == 0:
         coef = f32(PPO.ENTROPY_COEF_BOOTSTRAP)
-    elif _observed(h) and h > 0:
+    elif _observed(h) and h > 0 and _ppo_updated(isv):
         gap = f32((target - h) / target)
         coef = f32(coef * f32(math.exp(f32(PPO.ENTROPY_GAIN) * gap)))
     isv[S.RL_ENTROPY_COEF] = _clamp(coef, PPO.ENTROPY_COEF_MIN, PPO.ENTROPY_COEF_MAX)
@@ -184,7 +190,7 @@ def rl_k_loop_controller(isv):
         hi, lo = f32(fl + f32(hi * f32(1 - fl))), f32(fl + f32(lo * f32(1 - fl)))
     if mult == 0:
         mult = f32(S.K_FIXED_POINT)
-    elif _observed(a) and _observed(r) and a > 0 and r > 0:
+    elif _observed(a) and _observed(r) and a > 0 and r > 0 and _ppo_updated(isv):
         ratio = f32(a / r)
         if ratio > hi:
             mult = f32(mult + f32(KL.K_STEP))
@@ -221,7 +227,7 @@ def rl_anchor_controller(isv, flags):
     q = f32(1 - n1 * p)
     isv[S.RL_ENTROPY_TARGET] = f32(-q * f32(math.log(q)) - f32(n1 * p) * f32(math.log(p)))
     adv_var, ret_var = isv[S.RL_ADV_VAR_EMA], isv[S.RL_RETURN_VAR_EMA]
-    if _observed(adv_var) and _observed(ret_var) and adv_var > 0 and ret_var > 0:
+    if _observed(adv_var) and _observed(ret_var) and adv_var > 0 and ret_var > 0 and _ppo_updated(isv):
         ratio = min(f32(adv_var / ret_var), f32(1))
         fl = isv[S.RL_K_RATIO_FLOOR]
         if fl > 0:

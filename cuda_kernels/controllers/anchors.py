@@ -30,7 +30,7 @@ The controllers' laws stay as they are: only the value each aims at changes.
   the ratio may never reach: how much of the one-step target's variance a baseline can explain depends
   on how predictable the market's rewards are (one-step TD on a fill-driven reward stays near 1 with any
   baseline), so K sat on K_MAX. Anchor: the best fit the baseline has shown, f = a running minimum of
-  the ratio that forgets at K_FLOOR_LEAK per step (f <- min(ratio, f + leak (ratio - f))), into
+  the ratio that forgets at K_FLOOR_LEAK per PPO/V update (f <- min(ratio, f + leak (ratio - f))), into
   RL_K_RATIO_FLOOR; the K controller's thresholds become f + 0.5 (1 - f) and f + 0.1 (1 - f): more
   updates when the baseline has fallen behind the fit it reached (more than half-way from f to 1),
   fewer when it is within a tenth of it.
@@ -42,7 +42,7 @@ import math
 
 from numba import float32, int32
 
-from alpharl.cuda_kernels.controllers.common import finite, observed
+from alpharl.cuda_kernels.controllers.common import finite, observed, ppo_updated
 from alpharl.cuda_kernels.controllers.k_loop import k_of
 from alpharl.cuda_kernels.controllers.ppo import ENTROPY_TARGET, KL_TARGET
 from alpharl.cuda_kernels.controllers.target_tau import TAU_BOOTSTRAP
@@ -105,7 +105,8 @@ def rl_anchor_controller(isv, flags):
     isv[RL_ENTROPY_TARGET] = -q * math.log(q) - float32(N_ACTIONS - 1) * p * math.log(p)
     adv_var = isv[RL_ADV_VAR_EMA]
     ret_var = isv[RL_RETURN_VAR_EMA]
-    if observed(adv_var) and observed(ret_var) and adv_var > float32(0.0) and ret_var > float32(0.0):
+    if observed(adv_var) and observed(ret_var) and adv_var > float32(0.0) and ret_var > float32(0.0) \
+            and ppo_updated(isv):
         ratio = min(adv_var / ret_var, float32(1.0))
         f = isv[RL_K_RATIO_FLOOR]
         if f > float32(0.0):

@@ -3,6 +3,8 @@ import math
 
 from numba import cuda
 
+from alpharl.isv import RL_OBS_PPO_SAMPLES
+
 
 @cuda.jit(device=True)
 def finite(x):
@@ -26,3 +28,11 @@ def ema_update(ema, obs, beta):
     if ema == 0.0:
         return obs
     return beta * ema + (1.0 - beta) * obs
+
+
+@cuda.jit(device=True)
+def ppo_updated(isv):
+    """Whether this step ran the PPO/V update (its sample count is positive). With --rollout T > 1 only
+    one step in T does; the EMAs of what that update measures hold on the others, so a controller that
+    reads them steps on the update steps alone, once per update (T = 1: every step, as before)."""
+    return isv[RL_OBS_PPO_SAMPLES] > 0.0

@@ -1,7 +1,7 @@
 """K-loop: learning iterations per env step, ``rl_k_loop_controller`` and the device-side gate ``rl_k_gate``."""
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.controllers.common import clampf, observed
+from alpharl.cuda_kernels.controllers.common import clampf, observed, ppo_updated
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import K_FIXED_POINT, K_MAX, RL_ADV_VAR_EMA, RL_K_LOOP_MULT, RL_K_RATIO_FLOOR, RL_RETURN_VAR_EMA
 
@@ -21,7 +21,8 @@ def rl_k_loop_controller(isv):
     baseline leaves unexplained (1 - explained variance). A poorly fitted
     baseline (ratio > 0.5) earns more learning iterations per env step
     (+0.05 K); a good one (ratio < 0.1) fewer (-0.05 K); else hold. Clamp
-    [1, K_MAX] x 2048. Bootstrap 2048 (K = 1). Launch [1, 1].
+    [1, K_MAX] x 2048. Bootstrap 2048 (K = 1). Holds on a step without a PPO/V update (its
+    variances are that update's). Launch [1, 1].
     Anchored (isv[RL_K_RATIO_FLOOR] = f > 0, --adaptive-anchors): the thresholds become
     f + 0.5 (1 - f) and f + 0.1 (1 - f), f the best ratio the baseline has reached lately
     (controllers/anchors.py).
@@ -37,7 +38,7 @@ def rl_k_loop_controller(isv):
         lo = f + lo * (float32(1.0) - f)
     if mult == 0.0:
         mult = float32(K_FIXED_POINT)
-    elif observed(a) and observed(r) and a > 0.0 and r > 0.0:
+    elif observed(a) and observed(r) and a > 0.0 and r > 0.0 and ppo_updated(isv):
         ratio = a / r
         if ratio > hi:
             mult = mult + float32(K_STEP)

@@ -9,16 +9,18 @@ noisy observation moves the LR less); clamp [LR_MIN, LR_MAX].
 Cold start: lr_prev at sentinel 0 -> LR_BOOTSTRAP; on the first observation the
 EMA equals the raw value, N = 0, w = 1: the target replaces lr directly.
 Signal slot -1: no signal for that head -> LR_BOOTSTRAP. Unobserved (0) or
-non-finite signal: hold lr.
+non-finite signal: hold lr. The heads only the PPO/V update trains (pi, V: PPO_LR_SLOTS) hold on a
+step without that update (a collect step of --rollout T > 1), so their rule steps once per update.
 TARGET_GRAD_NORM is the head's isv[gn_target_*] slot (its EMA slot + GN_TARGET_OFFSET) where
 positive: --adaptive-anchors writes it (controllers/anchors.py); only the target changes, the law
 above is the seed's.
 """
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.controllers.common import clampf, finite, observed
+from alpharl.cuda_kernels.controllers.common import clampf, finite, observed, ppo_updated
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import GN_TARGET_OFFSET, GRAD_NORM_OBS_OFFSET, LR_BOOTSTRAP, LR_MAX, LR_MIN, LR_SLOTS, RL_LR_Q
+from alpharl.isv import (GN_TARGET_OFFSET, GRAD_NORM_OBS_OFFSET, LR_BOOTSTRAP, LR_MAX, LR_MIN, LR_SLOTS, RL_LR_PI, RL_LR_Q,
+                         RL_LR_V)
 
 #: Grad-norm the controller steers every head toward (seed: 1.0).
 TARGET_GRAD_NORM = 1.0
@@ -28,16 +30,21 @@ LR_WIENER_FLOOR = 0.4
 LR_EPS = 1.0e-8
 #: Heads driven: Q, pi, V, BCE, AUX (the seed's five) and the shared encoder.
 N_LR_HEADS = len(LR_SLOTS)
+#: LR slots of the heads only the PPO/V update trains.
+PPO_LR_SLOTS = (RL_LR_PI, RL_LR_V)
 #: Launch: one thread per head.
 LR_CTRL_BLOCK = 32
 
 
 @cuda.jit(device=True)
-def lr_law(lr_prev, signal_slot, isv):
+def lr_law(lr_prev, signal_slot, isv, live):
+    """The head's next LR; ``live`` False (its update did not run this step): hold after the bootstraps."""
     if signal_slot < 0:
         return float32(LR_BOOTSTRAP)
     if lr_prev == 0.0 or not finite(lr_prev):
         return float32(LR_BOOTSTRAP)
+    if not live:
+        return lr_prev
     ema = isv[signal_slot]
     if not observed(ema) or ema < 0.0:
         return lr_prev
@@ -77,4 +84,4 @@ def rl_lr_controller(isv, q_signal_slot, pi_signal_slot, v_signal_slot, bce_sign
     else:
         sig = enc_signal_slot
     slot = RL_LR_Q + h
-    isv[slot] = lr_law(isv[slot], sig, isv)
+    isv[slot] = lr_law(isv[slot], sig, isv, not (slot == RL_LR_PI or slot == RL_LR_V) or ppo_updated(isv))

@@ -14,39 +14,22 @@ from alpharl.cuda_kernels.controllers import lr as LR
 from alpharl.cuda_kernels.controllers import ppo as PPO
 from alpharl.cuda_kernels.controllers import target_tau as TAU
 from alpharl.reference import controllers as R
+from controllers.controller_units import run_scalar, seeded_isv
 
 K = S.K_FIXED_POINT
 HEADS = S.GRAD_NORM_EMA_SLOTS
-
-
-def _isv(seed: dict):
-    v = S.sentinel_vector()
-    for k, x in seed.items():
-        v[k] = x
-    return v
 
 
 def _rel(ema):
     return ema + S.GRAD_NORM_OBS_OFFSET + S.REL_UPDATE_OBS_OFFSET
 
 
-def _run_anchors(seed, flags=AN.FLAG_ANCHORS):
-    host = _isv(seed)
+def _run_anchors(seed, flags=AN.FLAG_ANCHORS, ppo_update=True):
+    host = seeded_isv(seed, ppo_update)
     d = cuda.to_device(host)
     AN.rl_anchor_controller[1, 1](d, np.int32(flags))
     ref = host.copy()
     R.rl_anchor_controller(ref, flags)
-    out = d.copy_to_host()
-    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=0)
-    return out
-
-
-def _run_scalar(ctrl, seed):
-    host = _isv(seed)
-    d = cuda.to_device(host)
-    ctrl[1, 1](d)
-    ref = host.copy()
-    getattr(R, ctrl.name)(ref)
     out = d.copy_to_host()
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=0)
     return out
@@ -86,7 +69,7 @@ def test_kl_target_holds_the_clip_when_k_is_one(rng):
     seed = _seeded(rng) | {S.RL_K_LOOP_MULT: K}
     out = _run_anchors(seed)
     assert out[S.RL_KL_TARGET] == np.float32(seed[S.RL_KL_EMA])
-    eps = _run_scalar(PPO.rl_ppo_clip_controller, {S.RL_PPO_CLIP_EPS: 0.17, S.RL_KL_EMA: out[S.RL_KL_EMA],
+    eps = run_scalar(PPO.rl_ppo_clip_controller, {S.RL_PPO_CLIP_EPS: 0.17, S.RL_KL_EMA: out[S.RL_KL_EMA],
                                                    S.RL_KL_TARGET: out[S.RL_KL_TARGET]})[S.RL_PPO_CLIP_EPS]
     assert eps == pytest.approx(0.17)
 
@@ -111,13 +94,15 @@ def test_unobserved_inputs_hold_their_anchor(rng):
 def test_k_floor_is_a_forgetting_minimum(rng, f, ratio, want):
     seed = _seeded(rng) | {S.RL_K_RATIO_FLOOR: f, S.RL_ADV_VAR_EMA: ratio, S.RL_RETURN_VAR_EMA: 1.0}
     assert _run_anchors(seed)[S.RL_K_RATIO_FLOOR] == pytest.approx(want, rel=1e-6)
+    # a collect step of --rollout T > 1 (no PPO/V update): the floor forgets once per update, not per step
+    assert _run_anchors(seed, ppo_update=False)[S.RL_K_RATIO_FLOOR] == np.float32(f)
 
 
 def test_anchors_off_write_only_the_bootstraps(rng):
     seed = _seeded(rng)
     seed.pop(S.RL_REWARD_GAIN)
     out = _run_anchors(seed, flags=0)
-    want = _isv(seed)
+    want = seeded_isv(seed)
     want[S.RL_REWARD_GAIN] = 1.0
     want[S.RL_SUPPORT_V_MIN], want[S.RL_SUPPORT_V_MAX] = S.V_MIN_BOOTSTRAP, S.V_MAX_BOOTSTRAP
     np.testing.assert_array_equal(out, want)
@@ -130,7 +115,7 @@ def test_lr_law_aims_at_the_gn_target_slot(rng):
     lr0, g = 1e-3, 0.2
     seed = {s: lr0 for s in S.LR_SLOTS} | {e: g for e in HEADS} | {e + S.GRAD_NORM_OBS_OFFSET: g for e in HEADS}
     targets = {e + S.GN_TARGET_OFFSET: t for e, t in zip(HEADS, (0.05, 0.1, 0.2, 0.0, 0.3, 0.01))}
-    host = _isv(seed | targets)
+    host = seeded_isv(seed | targets)
     d = cuda.to_device(host)
     LR.rl_lr_controller[1, LR.LR_CTRL_BLOCK](d, *[np.int32(e) for e in HEADS])
     ref = host.copy()
@@ -164,14 +149,14 @@ def test_lr_law_with_the_anchor_reaches_the_relative_update_target():
                                        (0.0, 0.004 / 1.5 * 0.99, 0.2 * PPO.CLIP_EPS_STEP),   # 0: KL_TARGET 0.01
                                        (0.0, 0.011, 0.2)])
 def test_clip_reads_the_kl_target(t, kl, want):
-    out = _run_scalar(PPO.rl_ppo_clip_controller, {S.RL_PPO_CLIP_EPS: 0.2, S.RL_KL_EMA: kl, S.RL_KL_TARGET: t})
+    out = run_scalar(PPO.rl_ppo_clip_controller, {S.RL_PPO_CLIP_EPS: 0.2, S.RL_KL_EMA: kl, S.RL_KL_TARGET: t})
     assert out[S.RL_PPO_CLIP_EPS] == pytest.approx(want, rel=1e-6)
 
 
 @pytest.mark.parametrize("t", [0.0, 0.25])
 def test_entropy_coef_reads_the_entropy_target(t):
     h = 0.5
-    out = _run_scalar(PPO.rl_entropy_coef_controller, {S.RL_ENTROPY_COEF: 0.02, S.RL_ENTROPY_EMA: h,
+    out = run_scalar(PPO.rl_entropy_coef_controller, {S.RL_ENTROPY_COEF: 0.02, S.RL_ENTROPY_EMA: h,
                                                        S.RL_ENTROPY_TARGET: t})
     target = t or PPO.ENTROPY_TARGET
     assert out[S.RL_ENTROPY_COEF] == pytest.approx(0.02 * math.exp(PPO.ENTROPY_GAIN * (target - h) / target), rel=1e-5)
@@ -182,6 +167,6 @@ def test_entropy_coef_reads_the_entropy_target(t):
                                           (0.6, 0.6 + 0.1 * 0.4 * 0.99, -1), (0.6, 0.6 + 0.1 * 0.4 * 1.01, 0),
                                           (0.6, 0.55, -1)])
 def test_k_thresholds_sit_above_the_floor(f, ratio, step):
-    out = _run_scalar(KL.rl_k_loop_controller, {S.RL_K_LOOP_MULT: 2 * K, S.RL_ADV_VAR_EMA: ratio,
+    out = run_scalar(KL.rl_k_loop_controller, {S.RL_K_LOOP_MULT: 2 * K, S.RL_ADV_VAR_EMA: ratio,
                                                 S.RL_RETURN_VAR_EMA: 1.0, S.RL_K_RATIO_FLOOR: f})
     assert out[S.RL_K_LOOP_MULT] == pytest.approx(2 * K + step * KL.K_STEP, rel=1e-6)

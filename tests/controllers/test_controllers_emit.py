@@ -18,26 +18,9 @@ from alpharl.cuda_kernels.controllers import ppo as PPO
 from alpharl.cuda_kernels.controllers import target_tau as TAU
 from alpharl.cuda_kernels.controllers import v_blend as VB
 from alpharl.reference import controllers as R
+from controllers.controller_units import run_scalar, seeded_isv
 
 f32 = np.float32
-
-
-def _isv(seed: dict):
-    v = S.sentinel_vector()
-    for k, x in seed.items():
-        v[k] = x
-    return v
-
-
-def _run_scalar(ctrl, seed):
-    host = _isv(seed)
-    d = cuda.to_device(host)
-    ctrl[1, 1](d)
-    ref = host.copy()
-    getattr(R, ctrl.name)(ref)
-    out = d.copy_to_host()
-    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=0)
-    return out
 
 
 # ------------------------------------------------------------------ PPO clip
@@ -57,7 +40,7 @@ CLIP_CASES = [
 
 @pytest.mark.parametrize("name,seed,want", CLIP_CASES, ids=[c[0] for c in CLIP_CASES])
 def test_ppo_clip(name, seed, want):
-    assert _run_scalar(PPO.rl_ppo_clip_controller, seed)[S.RL_PPO_CLIP_EPS] == pytest.approx(want, rel=1e-6)
+    assert run_scalar(PPO.rl_ppo_clip_controller, seed)[S.RL_PPO_CLIP_EPS] == pytest.approx(want, rel=1e-6)
 
 
 # ------------------------------------------------------------- ratio clamp
@@ -72,7 +55,7 @@ RC_CASES = [
 
 @pytest.mark.parametrize("name,seed,want", RC_CASES, ids=[c[0] for c in RC_CASES])
 def test_ratio_clamp(name, seed, want):
-    assert _run_scalar(PPO.rl_ratio_clamp_controller, seed)[S.RL_PPO_RATIO_CLAMP] == pytest.approx(want, rel=1e-6)
+    assert run_scalar(PPO.rl_ratio_clamp_controller, seed)[S.RL_PPO_RATIO_CLAMP] == pytest.approx(want, rel=1e-6)
 
 
 # ------------------------------------------------------------- entropy coef
@@ -90,7 +73,7 @@ EC_CASES = [
 
 @pytest.mark.parametrize("name,seed,want", EC_CASES, ids=[c[0] for c in EC_CASES])
 def test_entropy_coef(name, seed, want):
-    assert _run_scalar(PPO.rl_entropy_coef_controller, seed)[S.RL_ENTROPY_COEF] == pytest.approx(want, rel=1e-5)
+    assert run_scalar(PPO.rl_entropy_coef_controller, seed)[S.RL_ENTROPY_COEF] == pytest.approx(want, rel=1e-5)
 
 
 # ----------------------------------------------------------------- target tau
@@ -106,7 +89,7 @@ TAU_CASES = [
 
 @pytest.mark.parametrize("name,seed,want", TAU_CASES, ids=[c[0] for c in TAU_CASES])
 def test_target_tau(name, seed, want):
-    assert _run_scalar(TAU.rl_target_tau_controller, seed)[S.RL_TARGET_TAU] == pytest.approx(want, rel=1e-5)
+    assert run_scalar(TAU.rl_target_tau_controller, seed)[S.RL_TARGET_TAU] == pytest.approx(want, rel=1e-5)
 
 
 # --------------------------------------------------------------------- PER
@@ -129,7 +112,7 @@ PER_CASES = [
 
 @pytest.mark.parametrize("name,seed,want", PER_CASES, ids=[c[0] for c in PER_CASES])
 def test_per(name, seed, want):
-    out = _run_scalar(PER.rl_per_controller, seed)
+    out = run_scalar(PER.rl_per_controller, seed)
     got = (out[S.RL_PER_ALPHA], out[S.RL_PER_BETA], out[S.RL_GAMMA])
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
@@ -150,12 +133,12 @@ KL_CASES = [
 
 @pytest.mark.parametrize("name,seed,want", KL_CASES, ids=[c[0] for c in KL_CASES])
 def test_k_loop(name, seed, want):
-    assert _run_scalar(KL.rl_k_loop_controller, seed)[S.RL_K_LOOP_MULT] == pytest.approx(want, rel=1e-6)
+    assert run_scalar(KL.rl_k_loop_controller, seed)[S.RL_K_LOOP_MULT] == pytest.approx(want, rel=1e-6)
 
 
 @pytest.mark.parametrize("mult,k,want", [(K, 0, 1), (K, 1, 0), (2.6 * K, 2, 1), (2.6 * K, 3, 0), (0.2 * K, 0, 1), (99 * K, S.K_MAX - 1, 1), (99 * K, S.K_MAX, 0)])
 def test_k_gate(mult, k, want):
-    host = _isv({S.RL_K_LOOP_MULT: mult})
+    host = seeded_isv({S.RL_K_LOOP_MULT: mult})
     d = cuda.to_device(host)
     gate = cuda.to_device(np.array([-7], np.int32))
     KL.rl_k_gate[1, 1](d, np.int32(k), gate)
@@ -168,7 +151,7 @@ def test_k_gate(mult, k, want):
 @pytest.mark.parametrize("mult", [0.0, 0.2 * K, K, 1.5 * K, 2.5 * K, 2.6 * K, 3.5 * K, 3.49 * K, 7 * K, 99 * K])
 def test_host_decode_k_agrees_with_the_device_gate(mult):
     """isv.decode_k (the host's one decoding of K) counts the iterations rl_k_gate opens, ties included."""
-    host = _isv({S.RL_K_LOOP_MULT: mult})
+    host = seeded_isv({S.RL_K_LOOP_MULT: mult})
     d = cuda.to_device(host)
     gate = cuda.to_device(np.zeros(1, np.int32))
     opened = 0
@@ -181,8 +164,8 @@ def test_host_decode_k_agrees_with_the_device_gate(mult):
 HEAD_EMA = S.GRAD_NORM_EMA_SLOTS
 
 
-def _run_lr(seed, sig_slots=HEAD_EMA):
-    host = _isv(seed)
+def _run_lr(seed, sig_slots=HEAD_EMA, ppo_update=True):
+    host = seeded_isv(seed, ppo_update)
     d = cuda.to_device(host)
     LR.rl_lr_controller[1, LR.LR_CTRL_BLOCK](d, *[np.int32(s) for s in sig_slots])
     ref = host.copy()
@@ -247,7 +230,7 @@ VT = VB.V_TRACK_TARGET
 
 
 def _run_vblend_ctrl(seed, vs=None, vd=None):
-    host = _isv(seed)
+    host = seeded_isv(seed)
     d = cuda.to_device(host)
     n = 0 if vs is None else len(vs)
     vs = np.ones(1, np.float32) if vs is None else vs
@@ -307,8 +290,35 @@ def test_v_blend_alpha_controller_refuses_nan_batch(rng):
 
 
 def test_v_blend_alpha_controller_gate_zero_writes_nothing(rng):
-    host = _isv({S.RL_V_BLEND_ALPHA: 0.5} | _track(10.0))
+    host = seeded_isv({S.RL_V_BLEND_ALPHA: 0.5} | _track(10.0))
     d = cuda.to_device(host)
     vs = cuda.to_device(rng.uniform(-1, 1, 8).astype(np.float32))
     VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK](vs, vs, np.int32(8), d, cuda.to_device(np.zeros(1, np.int32)))
     np.testing.assert_array_equal(d.copy_to_host(), host)
+
+
+def test_a_collect_step_holds_what_reads_the_ppo_update():
+    """--rollout T > 1: on a step without the PPO/V update (RL_OBS_PPO_SAMPLES = 0) the clip, ratio bound,
+    entropy coefficient, K, K's floor and the pi / V learning rates hold (their signals are that update's),
+    while the Q-side rules step and every sentinel still bootstraps; with the update they all move."""
+    moved = {S.RL_PPO_CLIP_EPS: 0.2, S.RL_KL_EMA: 0.5, S.RL_PPO_RATIO_CLAMP: 3.0, S.RL_RATIO_TAIL_EMA: 4.0,
+             S.RL_ENTROPY_COEF: 0.01, S.RL_ENTROPY_EMA: 0.1, S.RL_K_LOOP_MULT: 2 * K, S.RL_ADV_VAR_EMA: 0.9,
+             S.RL_RETURN_VAR_EMA: 1.0, S.RL_TARGET_TAU: 0.05, S.RL_TD_KURTOSIS_EMA: 9.0}
+    writes = ((PPO.rl_ppo_clip_controller, S.RL_PPO_CLIP_EPS), (PPO.rl_ratio_clamp_controller, S.RL_PPO_RATIO_CLAMP),
+              (PPO.rl_entropy_coef_controller, S.RL_ENTROPY_COEF), (KL.rl_k_loop_controller, S.RL_K_LOOP_MULT))
+    for update in (False, True):
+        for ctrl, slot in writes:
+            out = run_scalar(ctrl, moved, ppo_update=update)
+            assert (out[slot] != f32(moved[slot])) == update, (ctrl.name, update)
+        # tau reads the Q side's TD kurtosis: it steps either way
+        assert run_scalar(TAU.rl_target_tau_controller, moved, ppo_update=update)[S.RL_TARGET_TAU] != f32(0.05)
+        # sentinels bootstrap on a collect step too
+        out = run_scalar(PPO.rl_ppo_clip_controller, {}, ppo_update=update)
+        assert out[S.RL_PPO_CLIP_EPS] == f32(PPO.CLIP_EPS_BOOTSTRAP)
+        seed = {s: 1e-3 for s in S.LR_SLOTS} | {e: 4.0 for e in HEAD_EMA} | {e + S.GRAD_NORM_OBS_OFFSET: 4.0 for e in HEAD_EMA}
+        out = _run_lr(seed, ppo_update=update)
+        for slot in S.LR_SLOTS:
+            held = slot in LR.PPO_LR_SLOTS and not update
+            assert out[slot] == pytest.approx(1e-3 if held else 1e-3 / 4.0), (slot, update)
+        out = _run_lr({}, ppo_update=update)
+        assert all(out[s] == pytest.approx(S.LR_BOOTSTRAP) for s in S.LR_SLOTS)

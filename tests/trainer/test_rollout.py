@@ -64,9 +64,13 @@ def test_collect_steps_leave_pi_and_v_alone_and_the_update_step_moves_them():
     assert isv[S.RL_LOSS_PI] != 0 and isv[S.RL_ENTROPY_EMA] > 0 and isv[S.RL_ADV_VAR_EMA] > 0
     assert (st["rollout.v_used"] != 0).all()  # the last slice written by rl_gae
     ema = isv[S.RL_ENTROPY_EMA]
+    # what reads the PPO/V update's signals steps once per update: on a collect step it holds
+    ppo_ruled = (S.RL_LR_PI, S.RL_LR_V, S.RL_PPO_CLIP_EPS, S.RL_PPO_RATIO_CLAMP, S.RL_ENTROPY_COEF, S.RL_K_LOOP_MULT)
+    before = isv[list(ppo_ruled)].copy()
     tr.step()  # a collect step again: the PPO signals hold
     isv = tr.read_isv()
     assert isv[S.RL_OBS_PPO_SAMPLES] == 0 and isv[S.RL_ENTROPY_EMA] == ema
+    np.testing.assert_array_equal(isv[list(ppo_ruled)], before)
 
 
 def test_same_seed_same_bits_with_a_rollout():
