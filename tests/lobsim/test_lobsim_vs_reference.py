@@ -32,6 +32,9 @@ CONFIGS = {
     "amzn5-latency-in-time": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                entry_latency_ns=300_000_000, feed_latency_ns=800_000_000,
                                                max_position=300)),
+    # cancel-and-replace at the same price, with the replaced order travelling an entry latency in time
+    "amzn5-requote-replace": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
+                                               requote="replace", entry_latency_ns=300_000_000, max_position=300)),
 }
 B = 6
 STEPS = 30
