@@ -1,7 +1,7 @@
 """The fills log: the device ring of fill records, drained to Arrow.
 
 Each backtest writes its fills into its own ring of ``fills_log_capacity``
-records (``fills_i`` / ``fills_f``, alpharl.sim.layout FL_*) and counts them in
+records (``fills_i`` / ``fills_f`` / ``fills_t``, alpharl.sim.layout FL_*) and counts them in
 its ``fill_head``. ``drain_fills`` turns every record written since the last
 drain into one Arrow table; ``FillsLog`` appends those tables to an Arrow IPC
 stream file every time it is drained (call it every N steps, outside the hot
@@ -31,7 +31,20 @@ FILLS_SCHEMA = pa.schema([
     ("maker", pa.bool_()),        # True: resting order (maker), False: taker
     ("fee", pa.float64()),        # $ (negative: rebate)
     ("queue_ahead", pa.int32()),  # queue ahead when the order went live (takers: 0)
+    ("time_ns", pa.int64()),      # ns after midnight of event_row (LOBSTER's time); null: synthetic, no clock
+    ("queue_at_fill", pa.int32()),  # queue ahead just before the event that filled it (takers: 0)
 ])
+
+
+def upgrade_ring(d: dict) -> dict:
+    """A simulator state_dict ``d`` written before the fill records held their time and queue at
+    fill, in today's layout: those fields of its records read 0 (NO_TIME for the time)."""
+    fi = d["fills_i"]
+    if "fills_t" in d and fi.shape[-1] == L.N_FILL_I:
+        return d
+    ring = np.zeros(fi.shape[:-1] + (L.N_FILL_I,), fi.dtype)
+    ring[..., :fi.shape[-1]] = fi
+    return d | {"fills_i": ring, "fills_t": np.full(fi.shape[:-1], L.NO_TIME, np.int64)}
 
 
 def drain_fills(sim, last_head: np.ndarray) -> tuple[pa.Table, np.ndarray, int]:
@@ -40,7 +53,7 @@ def drain_fills(sim, last_head: np.ndarray) -> tuple[pa.Table, np.ndarray, int]:
     Returns (table, new last_head, records lost to ring overwrite). A head below
     ``last_head`` means the simulator was reset: it counts from 0 again.
     """
-    fi, ff, head = sim.fills_snapshot()
+    fi, ff, ft, head = sim.fills_snapshot()
     cap = sim.params.fills_log_capacity
     head = head.astype(np.int64)
     last = np.where(head < last_head, 0, last_head)
@@ -65,9 +78,12 @@ def drain_fills(sim, last_head: np.ndarray) -> tuple[pa.Table, np.ndarray, int]:
         "maker": rec[:, L.FL_MAKER].astype(bool),
         "fee": ff[b, k % cap],
         "queue_ahead": rec[:, L.FL_QA0],
+        "time_ns": ft[b, k % cap],
+        "queue_at_fill": rec[:, L.FL_QA_FILL],
     }
-    table = pa.Table.from_pydict({n: pa.array(cols[n], type=FILLS_SCHEMA.field(n).type) for n in FILLS_SCHEMA.names},
-                                 schema=FILLS_SCHEMA)
+    masks = {"time_ns": cols["time_ns"] == L.NO_TIME}   # null where the market has no clock
+    table = pa.Table.from_pydict({n: pa.array(cols[n], type=FILLS_SCHEMA.field(n).type, mask=masks.get(n))
+                                  for n in FILLS_SCHEMA.names}, schema=FILLS_SCHEMA)
     return table, head, lost
 
 

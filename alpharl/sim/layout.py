@@ -116,7 +116,8 @@ N_OUT = 7
 OUT_NAMES = ("reward", "done", "truncated", "trade_done", "trade_pnl", "label_up", "label_ret")
 
 # ------------------------------------------------------------- fill records
-#: Fields of fills_i int32[B, capacity, N_FILL_I]; the fee is fills_f float64[B, capacity].
+#: Fields of fills_i int32[B, capacity, N_FILL_I]; the fee is fills_f float64[B, capacity], the time
+#: fills_t int64[B, capacity].
 (FL_STEP,         # the backtest's step counter when it filled
  FL_ROW,          # cursor (event row) of the book snapshot it filled against
  FL_OID,          # our order id
@@ -125,8 +126,11 @@ OUT_NAMES = ("reward", "done", "truncated", "trade_done", "trade_pnl", "label_up
  FL_QTY,          # shares
  FL_MAKER,        # 1 maker (resting order), 0 taker
  FL_QA0,          # queue ahead when the order went live (takers: 0)
- ) = range(8)
-N_FILL_I = 8
+ FL_QA_FILL,      # queue ahead just before the event that filled it (takers, and fills on going live: 0)
+ ) = range(9)
+N_FILL_I = 9
+#: fills_t of a fill in the synthetic market, which has no clock (else ns after midnight of its event row).
+NO_TIME = -1
 
 # ------------------------------------------------------------ observation
 # One observation row per backtest, float32[obs_dim(obs_levels)]. Its length is fixed by
@@ -203,21 +207,23 @@ def obs_names(obs_levels: int) -> list[str]:
 #: int32 parameter array ip[N_IP].
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
  IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
- IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC, IP_OBS_LEVELS) = range(18)
-N_IP = 18
+ IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE) = range(19)
+N_IP = 19
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE = range(3)
 N_FP = 3
-#: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue; a choice's device code is
+#: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue / requote; a choice's device code is
 #: its index here.
 FEE_MODES = ("per_share", "per_value")
 QUEUE_MODELS = ("risk_averse", "probabilistic", "l3_fifo")
 FILL_RULES = ("partial", "all_or_nothing", "whole_order")
 ENTRY_QUEUES = ("visible", "last_seen")
+REQUOTES = ("keep", "replace")
 FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
 QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC, QUEUE_L3_FIFO = range(len(QUEUE_MODELS))
 FILL_PARTIAL, FILL_ALL_OR_NOTHING, FILL_WHOLE_ORDER = range(len(FILL_RULES))
 ENTRY_VISIBLE, ENTRY_LAST_SEEN = range(len(ENTRY_QUEUES))
+REQUOTE_KEEP, REQUOTE_REPLACE = range(len(REQUOTES))
 #: The choices of SimParams.off_tick_trades (host side: how the replayed events are built).
 OFF_TICK_TRADES = ("drop", "nearest")
 
@@ -244,6 +250,7 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_N_ROWS] = n_rows
     ip[IP_SYNTHETIC] = int(synthetic)
     ip[IP_OBS_LEVELS] = p.obs_levels
+    ip[IP_REQUOTE] = REQUOTES.index(p.requote)
     fp = np.zeros(N_FP, np.float64)
     fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee

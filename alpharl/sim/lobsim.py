@@ -24,7 +24,8 @@ from alpharl.cuda_kernels.lobsim import synthetic as k_syn
 from alpharl.cuda_kernels.lobsim.stage import step_launch
 from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_lanes, seed_states
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream
+from alpharl.sim.fills import upgrade_ring
+from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -67,6 +68,7 @@ class LobSim(StepOutputs):
         self.live_rows = cuda.to_device(lat.live_rows, stream=st)
         self.seen_rows = cuda.to_device(lat.seen_rows, stream=st)
         self.arrived = cuda.to_device(order_arrivals(market, params), stream=st)
+        self.times = cuda.to_device(row_times(market, params), stream=st)
         ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.ip = cuda.to_device(ip, stream=st)
         self.fp = cuda.to_device(fp, stream=st)
@@ -79,6 +81,7 @@ class LobSim(StepOutputs):
         self.out = cuda.device_array((L.N_OUT, self.B), np.float32, stream=st)
         self.fills_i = cuda.to_device(np.zeros((self.B, cap, L.N_FILL_I), np.int32), stream=st)
         self.fills_f = cuda.to_device(np.zeros((self.B, cap), np.float64), stream=st)
+        self.fills_t = cuda.to_device(np.zeros((self.B, cap), np.int64), stream=st)
         self._grid = k_step.sim_grid(self.B)
         self._block = k_step.SIM_BLOCK
         self.step_launch = step_launch(self.B, self.E, self.levels)
@@ -109,7 +112,8 @@ class LobSim(StepOutputs):
         k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
             actions, self._events_flat, self._book_flat, self.live_rows, self.seen_rows, self.arrived, self.ip, self.fp,
             self.state_i, self.state_f, self.rng,
-            self.obs_d, self.out, self.fills_i, self.fills_f, np.int32(sl.per_block), np.int32(sl.chunk))
+            self.obs_d, self.out, self.fills_i, self.fills_f, self.fills_t, self.times, np.int32(sl.per_block),
+            np.int32(sl.chunk))
 
     # ------------------------------------------------------------ outputs
     @property
@@ -125,7 +129,8 @@ class LobSim(StepOutputs):
         self.stream.synchronize()
         d = {"state_i": self.state_i.copy_to_host(), "state_f": self.state_f.copy_to_host(),
              "rng": self.rng.copy_to_host(), "obs": self.obs_d.copy_to_host(), "out": self.out.copy_to_host(),
-             "fills_i": self.fills_i.copy_to_host(), "fills_f": self.fills_f.copy_to_host()}
+             "fills_i": self.fills_i.copy_to_host(), "fills_f": self.fills_f.copy_to_host(),
+             "fills_t": self.fills_t.copy_to_host()}
         if self.synthetic:
             d.update({"syn_i": self.syn_i.copy_to_host(), "syn_rng": self.syn_rng.copy_to_host(),
                       "syn_events": self.events.copy_to_host(), "syn_book": self.book.copy_to_host()})
@@ -133,8 +138,9 @@ class LobSim(StepOutputs):
 
     def load_state_dict(self, d: dict) -> None:
         st = self.stream
+        d = upgrade_ring(d)
         pairs = [("state_i", self.state_i), ("state_f", self.state_f), ("rng", self.rng), ("obs", self.obs_d),
-                 ("out", self.out), ("fills_i", self.fills_i), ("fills_f", self.fills_f)]
+                 ("out", self.out), ("fills_i", self.fills_i), ("fills_f", self.fills_f), ("fills_t", self.fills_t)]
         if self.synthetic:
             pairs += [("syn_i", self.syn_i), ("syn_rng", self.syn_rng), ("syn_events", self.events),
                       ("syn_book", self.book)]
@@ -149,7 +155,7 @@ class LobSim(StepOutputs):
         return self.state_f[L.STATE_F_NAMES.index(name)].copy_to_host()
 
     def fills_snapshot(self):
-        """(fills_i, fills_f, fill_head) host copies, for the fills log (outside the hot path)."""
+        """(fills_i, fills_f, fills_t, fill_head) host copies, for the fills log (outside the hot path)."""
         self.stream.synchronize()
-        return (self.fills_i.copy_to_host(), self.fills_f.copy_to_host(),
+        return (self.fills_i.copy_to_host(), self.fills_f.copy_to_host(), self.fills_t.copy_to_host(),
                 self.state_i[L.S_FILL_HEAD].copy_to_host())

@@ -18,7 +18,7 @@ from alpharl.lobster.errors import at
 from alpharl.lobster.format import (ASK_PAD_PRICE, ASK_PRICE, BID_PAD_PRICE, BID_PRICE, BOOK_COLS_PER_LEVEL,
                                     EV_HIDDEN_EXEC, EV_NEW, PRICE_SCALE)
 from alpharl.sim.layout import (ARRIVED_BEFORE, ASK_EMPTY, BID_EMPTY, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, N_EV_COLS,
-                                OFF_TICK_TRADES)
+                                NO_TIME, OFF_TICK_TRADES)
 from alpharl.sim.params import SimParams, SynthParams
 
 #: Event code given to executions at a price between two ticks (hidden
@@ -88,6 +88,15 @@ def replay_stream(market, off_tick_trades: str = "drop") -> ReplayStream:
 def time_ns(market) -> np.ndarray:
     """int64 ns after midnight of every event (LOBSTER's seconds, rounded to the ns they carry)."""
     return np.rint(np.asarray(market.time, np.float64) * 1e9).astype(np.int64)
+
+
+def row_times(market, params: SimParams) -> np.ndarray:
+    """int64 ns after midnight of every row, which the fills log records with each fill; a
+    one-element placeholder when the log is off (never read) or for the synthetic market (no clock:
+    its fills record NO_TIME)."""
+    if params.fills_log_capacity == 0 or isinstance(market, SyntheticMarket):
+        return np.full(1, NO_TIME, np.int64)
+    return time_ns(market)
 
 
 @dataclass(frozen=True)

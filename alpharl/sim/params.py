@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alpharl.sim.layout import ENTRY_QUEUES, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, QUEUE_MODELS
+from alpharl.sim.layout import ENTRY_QUEUES, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, QUEUE_MODELS, REQUOTES
 
 #: Keys older configs may hold, and the fill_rule each value stands for.
 LEGACY_PARTIAL_FILLS = {True: "partial", False: "all_or_nothing"}
@@ -91,6 +91,12 @@ class SimParams:
     """Book levels in the observation, whatever the data's depth: a deeper book's further
     levels are cut, a shallower one's missing levels padded with the "no level" encoding
     (alpharl.sim.layout). Only the observation: matching and fills use all the data's levels."""
+    requote: str = "keep"
+    """A join / improve at the price of the side's resting order. "keep": nothing happens, the order
+    keeps its queue position. "replace": cancel and replace in the one step: the resting order is
+    cancelled and a new one (a new order id) is sent at the same price; it goes live after the entry
+    latency at the back of the queue, like any new order. An order at another price is replaced
+    under both."""
 
     def __post_init__(self):
         checks = {
@@ -108,6 +114,7 @@ class SimParams:
             "off_tick_trades": self.off_tick_trades in OFF_TICK_TRADES,
             "fills_log_capacity": self.fills_log_capacity >= 0,
             "obs_levels": self.obs_levels >= 1,
+            "requote": self.requote in REQUOTES,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:

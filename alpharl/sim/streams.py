@@ -131,9 +131,9 @@ class StreamsBase(StepOutputs):
         return self.layout.interleave([self._host(sim.field(name)) for sim in self.streams])
 
     def fills_snapshot(self):
-        """(fills_i, fills_f, fill_head) host copies in backtest order (prices in each file's ticks)."""
+        """(fills_i, fills_f, fills_t, fill_head) host copies in backtest order (prices in each file's ticks)."""
         parts = [sim.fills_snapshot() for sim in self.streams]
-        return tuple(self.layout.interleave([p[i] for p in parts]) for i in range(3))
+        return tuple(self.layout.interleave([p[i] for p in parts]) for i in range(len(parts[0])))
 
     def stream_outputs(self, k: int):
         """Stream k's own output array [N_OUT, B_k] (the rows of its backtests, in its order)."""

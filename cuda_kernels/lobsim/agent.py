@@ -9,8 +9,8 @@ are ``cuda.local.array`` rows indexed by the layout's row names (S_*, F_*),
 ``rs`` uint32[1] holds the PRNG state and ``pi`` / ``pf`` the packed
 parameters. Every index is a compile-time constant once these functions are
 inlined, so the arrays live in registers. The book is read flat, ``at`` the word
-offset of a snapshot (book.py). Only the fills ring (``fills_i`` / ``fills_f``,
-row b) is written to global memory."""
+offset of a snapshot (book.py). Only the fills ring (``fills_i`` / ``fills_f`` /
+``fills_t``, row b) is written to global memory."""
 from __future__ import annotations
 
 from numba import cuda, float64, int64, uint32
@@ -20,10 +20,11 @@ from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, l
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER, FL_MAKER, FL_OID,
-                                FL_PRICE, FL_QA0, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE,
-                                FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED, IP_ENTRY_QUEUE, IP_FEE_MODE,
-                                IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY, IP_QUEUE_MODEL,
-                                LIVE, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY, QUEUE_L3_FIFO, QUEUE_PROBABILISTIC,
+                                FL_PRICE, FL_QA0, FL_QA_FILL, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE,
+                                FP_TAKER_FEE, FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED, IP_ENTRY_QUEUE,
+                                IP_FEE_MODE, IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY,
+                                IP_QUEUE_MODEL, IP_REQUOTE, IP_SYNTHETIC, LIVE, NO_TIME, O_LIVE_AT, O_OID, O_PX, O_QA,
+                                O_QA0, O_QTY, QUEUE_L3_FIFO, QUEUE_PROBABILISTIC, REQUOTE_KEEP,
                                 SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW, S_BUY_PX, S_BUY_QTY, S_CURSOR,
                                 S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
                                 S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP,
@@ -45,10 +46,12 @@ def best_of(side, ask1, bid1):
 
 
 @cuda.jit(device=True)
-def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, pi, pf, fills_i, fills_f):
+def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, qa_fill, pi, pf, fills_i, fills_f, fills_t, times):
     """Fill qty shares of a ``side`` order at px ticks (clipped at flat when it reduces the
     position); returns the shares filled. Cash, average price, realised PnL, fees, share
-    counts and the fills-log ring are updated; the record's row is the cursor + ``ahead``."""
+    counts and the fills-log ring are updated; the record's row is the cursor + ``ahead``, its
+    time that row's (``times``, ns; NO_TIME in the synthetic market), its queue ahead ``qa0`` when
+    the order went live and ``qa_fill`` just before the filling event."""
     inv0 = st[S_INVENTORY]
     if reduces(inv0, side):
         qty = min(qty, abs(inv0))
@@ -91,7 +94,9 @@ def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, pi, pf, fills_i,
         fills_i[ub, slot, FL_QTY] = qty
         fills_i[ub, slot, FL_MAKER] = maker
         fills_i[ub, slot, FL_QA0] = qa0
+        fills_i[ub, slot, FL_QA_FILL] = qa_fill
         fills_f[ub, slot] = fee
+        fills_t[ub, slot] = NO_TIME if pi[IP_SYNTHETIC] != 0 else times[st[S_CURSOR] + ahead]
         st[S_FILL_HEAD] += 1
     return qty
 
@@ -109,7 +114,7 @@ def close_if_flat(st):
 
 
 @cuda.jit(device=True)
-def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f):
+def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f, fills_t, times):
     """A taker order walking the visible depth of the snapshot at ``at`` level by level; what
     the depth cannot fill is dropped, except for a flatten, which fills it at the deepest
     visible price (or, with that side empty, at the other side's best price). Under the
@@ -135,19 +140,20 @@ def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f)
             take = rem
             valid = flatten and rem > 0 and (has_last or other != other_empty)
         if valid:
-            book_fill(st, fs, b, side, take, p, 0, 0, oid, 0, pi, pf, fills_i, fills_f)
+            book_fill(st, fs, b, side, take, p, 0, 0, oid, 0, 0, pi, pf, fills_i, fills_f, fills_t, times)
             rem -= take
             last_px = p
             has_last = True
 
 
 @cuda.jit(device=True)
-def replace_limit(st, base, px, lot, live_at, oid, seen):
+def replace_limit(st, base, px, lot, live_at, oid, seen, keep):
     """(Re)place the resting order at row ``base`` (S_BUY_PX / S_SELL_PX, a constant at each call
-    so the state stays in registers) at px, unless an order already rests there; returns
-    whether an order was placed. Until it goes live its queue ahead holds ``seen``, the size its
-    price showed when it was sent (entry_queue "last_seen"; 0 otherwise)."""
-    if st[base + O_QTY] > 0 and st[base + O_PX] == px:
+    so the state stays in registers) at px, unless an order already rests there and ``keep``
+    (requote "keep"); returns whether an order was placed. Until it goes live its queue ahead
+    holds ``seen``, the size its price showed when it was sent (entry_queue "last_seen"; 0
+    otherwise)."""
+    if keep and st[base + O_QTY] > 0 and st[base + O_PX] == px:
         return False
     st[base + O_PX] = px
     st[base + O_QTY] = lot
@@ -203,18 +209,19 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
     elif act == A.JOIN_BID or act == A.IMPROVE_BID or act == A.JOIN_ASK or act == A.IMPROVE_ASK:
         improve = act == A.IMPROVE_BID or act == A.IMPROVE_ASK
         last_seen = pi[IP_ENTRY_QUEUE] != 0
+        keep = pi[IP_REQUOTE] == REQUOTE_KEEP
         if act == A.JOIN_BID or act == A.IMPROVE_BID:
             px = bid1 + 1 if improve and (not has_ask or ask1 - bid1 > 1) else bid1
             ok = has_bid and inv + max(mkt, 0) + lot <= maxp
             if ok:
                 seen = sent_size(book, at, vbook, vat, SIDE_BUY, px, pi[IP_LEVELS]) if last_seen else 0
-                placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen)
+                placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen, keep)
         else:
             px = ask1 - 1 if improve and (not has_bid or ask1 - bid1 > 1) else ask1
             ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
             if ok:
                 seen = sent_size(book, at, vbook, vat, SIDE_SELL, px, pi[IP_LEVELS]) if last_seen else 0
-                placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen)
+                placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen, keep)
         refused = not ok
     elif act == A.CANCEL or act == A.FLATTEN:
         st[S_BUY_QTY] = 0
@@ -234,7 +241,7 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
 
 
 @cuda.jit(device=True)
-def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
+def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times):
     """A pending limit order whose latency ran out goes live: queue ahead = visible size at its
     price (entry_queue "last_seen": the size seen at placement when the price is now out of
     view); a marketable one fills at once as a taker at the best opposite price, or, post-only,
@@ -259,12 +266,13 @@ def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i,
             if pi[IP_POST_ONLY] != 0:
                 st[S_POST_CANCELLED] += 1
             else:
-                book_fill(st, fs, b, side, qty, opp, 0, 0, st[base + O_OID], 0, pi, pf, fills_i, fills_f)
+                book_fill(st, fs, b, side, qty, opp, 0, 0, st[base + O_OID], 0, 0, pi, pf, fills_i, fills_f, fills_t,
+                          times)
             st[base + O_QTY] = 0
 
 
 @cuda.jit(device=True)
-def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
+def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times):
     """Orders whose latency ran out at the cursor act on the snapshot at ``at`` (best ask / bid
     ask1 / bid1; market order first, then buy, then sell). Returns True when this closed the
     round trip."""
@@ -275,13 +283,13 @@ def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f):
         st[S_MKT_FLAT] = 0
         if q != 0:
             side = SIDE_BUY if q > 0 else SIDE_SELL
-            walk(st, fs, b, side, abs(q), book, at, flat != 0, st[S_MKT_OID], pi, pf, fills_i, fills_f)
+            walk(st, fs, b, side, abs(q), book, at, flat != 0, st[S_MKT_OID], pi, pf, fills_i, fills_f, fills_t, times)
         if close_if_flat(st):
             return True
-    activate_limit(st, fs, b, SIDE_BUY, S_BUY_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f)
+    activate_limit(st, fs, b, SIDE_BUY, S_BUY_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times)
     if close_if_flat(st):
         return True
-    activate_limit(st, fs, b, SIDE_SELL, S_SELL_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f)
+    activate_limit(st, fs, b, SIDE_SELL, S_SELL_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times)
     return close_if_flat(st)
 
 
@@ -293,7 +301,7 @@ def live_row_of(side):
 
 @cuda.jit(device=True)
 def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at0, arrived, pi, pf, fills_i,
-                fills_f):
+                fills_f, fills_t, times):
     """Replay one event (type t, direction d, size s, price p; row cursor + 1) against the live
     resting ``side`` order (book at ``at0`` before it; after it, best ask / bid ask1 / bid1 and the
     order's queue cap ``cap`` = level_cap at its price): queue-ahead consumption by trades at its
@@ -339,7 +347,7 @@ def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at
     if ok and crosses(side, opp, px):
         full = True
     fillq = qty if full else fill_at
-    filled = book_fill(st, fs, b, side, fillq, px, 1, 1, st[base + O_OID], st[base + O_QA0],
-                       pi, pf, fills_i, fills_f)
+    filled = book_fill(st, fs, b, side, fillq, px, 1, 1, st[base + O_OID], st[base + O_QA0], st[base + O_QA],
+                       pi, pf, fills_i, fills_f, fills_t, times)
     st[base + O_QTY] = qty - filled
     st[base + O_QA] = min(qa, cap)

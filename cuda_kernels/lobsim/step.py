@@ -126,9 +126,9 @@ def store_state(st, fs, rs, si, sf, rng, b):
 
 @kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
         "float64[::1], int32[:, ::1], float64[:, ::1], uint32[::1], float32[:, ::1], float32[:, ::1], "
-        "int32[:, :, ::1], float64[:, ::1], int32, int32)")
+        "int32[:, :, ::1], float64[:, ::1], int64[:, ::1], int64[::1], int32, int32)")
 def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
-                fills_f, per_block, chunk):
+                fills_f, fills_t, times, per_block, chunk):
     """One env step of every backtest: action, E events with queue fills, reward / done /
     labels, branch-free auto-reset, observation.
 
@@ -137,7 +137,8 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
     row each event's order arrived at (l3_fifo, alpharl.sim.market.order_arrivals); ip/fp
     packed SimParams; si int32[N_STATE_I, B], sf float64[N_STATE_F, B], rng uint32[B] (updated);
     obs float32[B, obs_dim] and out float32[N_OUT, B] (written); fills_i int32[B, cap, N_FILL_I] /
-    fills_f float64[B, cap] (ring).
+    fills_f float64[B, cap] / fills_t int64[B, cap] (ring); times int64 ns of every row (read for the
+    fills log only, alpharl.sim.market.row_times).
     Block k runs backtests k * per_block + t on its threads t < per_block; all its threads stage
     the market rows, ``chunk`` events at a time, in dynamic shared memory (stage.py), or with
     chunk 0 the walk reads the global tables.
@@ -234,15 +235,15 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
                 # the queue caps at the orders' prices (read only for live orders)
                 cap_buy, cap_sell = level_caps(mb, at1, st[S_BUY_PX], st[S_SELL_PX], nl)
                 order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
-                            arrived, pi, pf, fills_i, fills_f)
+                            arrived, pi, pf, fills_i, fills_f, fills_t, times)
                 closed = close_if_flat(st)
                 if not closed:
                     order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb,
-                                at1 - width, arrived, pi, pf, fills_i, fills_f)
+                                at1 - width, arrived, pi, pf, fills_i, fills_f, fills_t, times)
                     closed = close_if_flat(st)
                 st[S_CURSOR] += 1
             if not closed:
-                closed = activate(st, fs, b, mb, at1, ask1, bid1, pi, pf, fills_i, fills_f)
+                closed = activate(st, fs, b, mb, at1, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times)
             walking = not closed and has_orders(st)
             i += 1
         j0 += n
@@ -268,7 +269,7 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
         oid = st[S_NEXT_OID]
         st[S_NEXT_OID] = oid + 1
         walk(st, fs, b, SIDE_SELL if inv > 0 else SIDE_BUY, abs(inv), mb, at_e, True, oid, pi, pf,
-             fills_i, fills_f)
+             fills_i, fills_f, fills_t, times)
     inv = st[S_INVENTORY]
     mid_e = mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
     equity = fs[F_CASH] + float64(inv) * (float64(mid_e) * (float64(0.5) * pf[FP_TICK_DOLLARS]))

@@ -19,6 +19,7 @@ def test_defaults_pack_as_before():
     assert (p.fill_rule, p.post_only, p.off_tick_trades) == ("partial", False, "drop") and p.partial_fills
     ip, _ = L.pack_params(p, 5, 100, 1000, False)
     assert ip[L.IP_FILL_RULE] == L.FILL_PARTIAL and ip[L.IP_POST_ONLY] == 0
+    assert p.requote == "keep" and ip[L.IP_REQUOTE] == L.REQUOTE_KEEP
 
 
 @pytest.mark.parametrize("old, rule", [(True, "partial"), (False, "all_or_nothing")])
@@ -31,7 +32,7 @@ def test_older_configs_partial_fills_reads_as_fill_rule(old, rule):
 
 
 def test_config_round_trip_of_the_order_settings(tmp_path):
-    sim = SimParams(fill_rule="whole_order", post_only=True, off_tick_trades="nearest")
+    sim = SimParams(fill_rule="whole_order", post_only=True, off_tick_trades="nearest", requote="replace")
     cfg = dataclasses.replace(TrainConfig(), sim=sim)
     path = tmp_path / "c.toml"
     path.write_text(cfg.to_toml())
@@ -40,6 +41,7 @@ def test_config_round_trip_of_the_order_settings(tmp_path):
 
 @pytest.mark.parametrize("sim, names", [({"fill_rule": "half"}, ["fill_rule", "half"]),
                                         ({"off_tick_trades": "up"}, ["off_tick_trades"]),
+                                        ({"requote": "cancel"}, ["requote", "cancel"]),
                                         ({"partial_fills": False, "fill_rule": "partial"}, ["disagree"]),
                                         ({"post_only": "yes"}, ["post_only", "true or false"])])
 def test_bad_order_settings_name_the_key(sim, names):

@@ -15,7 +15,7 @@ from alpharl.sim import layout as L
 from alpharl.sim.driver import run_script
 from alpharl.sim.fills import FILLS_SCHEMA, FillsLog, read_fills
 from alpharl.sim.lobsim import LobSim
-from alpharl.sim.market import nearest_tick
+from alpharl.sim.market import SyntheticMarket, nearest_tick
 from alpharl.sim.params import SimParams
 from lobsim_helpers import TICK, make_market, real_market
 
@@ -75,6 +75,67 @@ def test_risk_averse_queue_partial_fills(kind):
         [(True, BUY, 50, 100, 3), (True, BUY, 50, 100, 4), (False, SELL, 100, 100, 5)]
     assert f[0]["queue_ahead"] == 300 and f[0]["order_id"] == f[1]["order_id"] != f[2]["order_id"]
     assert res.truncated[-1, 0] == 1 and res.done[-1, 0] == 1
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("model, queues", [("risk_averse", [300, 0]), ("probabilistic", [None, 0])])
+def test_fills_record_their_time_and_queue_at_fill(kind, model, queues):
+    """Events one second apart (make_market): each fill carries its event's time in ns, and the queue
+    ahead just before the event that filled it: 300 (risk-averse: the cancel at row 2 did not move
+    us) before the 350-share trade, 0 before the next one; the taker flatten 0. Probabilistic: the
+    cancel at row 2 drew ahead of us or not (600 or 300 shares still ahead of the first fill)."""
+    times = np.array([0.0, 1.5, 2.25, 3.0, 4.125, 5.0])
+    sim = _timed_sim(kind, QUEUE_ROWS, times, queue_model=model)
+    f = _fills(run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD]))
+    assert [x["time_ns"] for x in f] == [int(times[x["event_row"]] * 1e9) for x in f]
+    assert [x["time_ns"] for x in f][-1] == 5_000_000_000 and not f[-1]["maker"]
+    maker = [x for x in f if x["maker"]]
+    assert maker and all(x["queue_ahead"] == 300 for x in maker) and f[-1]["queue_at_fill"] == 0
+    if queues[0] is not None:
+        assert [x["queue_at_fill"] for x in maker] == queues
+    else:   # one cancel of 100 may have been ahead: 200 then remain, and the 350 trade fills 100 at once
+        assert maker[0]["queue_at_fill"] in (200, 300)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_synthetic_fills_have_no_time(kind):
+    params = SimParams(events_per_step=2, episode_steps=4, fills_log_capacity=8)
+    sim = (LobSim if kind == "kernels" else ReferenceLobSim)(SyntheticMarket(), params, 2, 1)
+    res = run_script(sim, [A.MARKET_BUY, A.HOLD])
+    assert res.fills.num_rows > 0 and res.fills.column("time_ns").null_count == res.fills.num_rows
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("requote", ["keep", "replace"])
+def test_requote_replace_sends_the_order_again(kind, requote):
+    """Our bid joins 300 shares at row 0; 500 join behind it at row 1. Joining again at row 1 keeps
+    the order and its place ("keep": the 350 trade fills 50, the next 50), or cancels and re-sends
+    it in the one step ("replace": a new order id behind all 800 shares, which the trades of 450 do
+    not reach)."""
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse", requote=requote,
+                                         force_flatten=False))
+    run_script(sim, [A.JOIN_BID, A.JOIN_BID])                          # to row 2
+    replaced = requote == "replace"
+    assert sim.field("buy_oid")[0] == (1 if replaced else 0) and sim.field("next_oid")[0] == (2 if replaced else 1)
+    assert sim.field("buy_qa0")[0] == (800 if replaced else 300)
+    run_script(sim, [A.JOIN_BID, A.JOIN_BID, A.HOLD, A.HOLD])         # to row 4
+    assert sim.field("buy_qa")[0] == (250 if replaced else 0)
+    res = run_script(sim, [A.JOIN_BID, A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD])
+    assert [(x["quantity"], x["event_row"]) for x in _fills(res)] == ([] if replaced else [(50, 3), (50, 4)])
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_requote_replace_waits_out_the_entry_latency(kind):
+    """Two events of latency: the join sent at row 0 goes live at row 2 behind 700; joined again at
+    row 2 it is re-sent (a new id) and pending until row 4, where it queues behind the 250 left."""
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse", requote="replace",
+                                         latency_events=2, force_flatten=False))
+    run_script(sim, [A.JOIN_BID, A.HOLD])
+    assert sim.field("buy_live_at")[0] == L.LIVE and sim.field("buy_qa0")[0] == 700
+    run_script(sim, [A.JOIN_BID, A.HOLD, A.JOIN_BID])
+    assert sim.field("buy_live_at")[0] == 4 and sim.field("buy_oid")[0] == 1
+    run_script(sim, [A.JOIN_BID, A.HOLD, A.JOIN_BID, A.HOLD])
+    assert sim.field("buy_live_at")[0] == L.LIVE and sim.field("buy_qa0")[0] == 250
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
@@ -342,3 +403,18 @@ def test_fills_log_arrow_file(tmp_path):
     assert table.num_rows == 6 and log.lost == 0
     assert table.column("backtest").to_pylist() == [0, 1, 0, 0, 1, 1]   # per drain, by backtest
     assert pa.compute.sum(table.column("quantity")).as_py() == 2 * 200
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_state_from_before_fill_times_loads(kind):
+    """A checkpoint's simulator state from before the fill records held their time and queue at
+    fill loads, those fields reading NO_TIME and 0."""
+    sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"))
+    run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD])
+    d = sim.state_dict()
+    old = {k: v for k, v in d.items() if k != "fills_t"} | {"fills_i": d["fills_i"][..., :L.FL_QA_FILL]}
+    sim.load_state_dict(old)
+    got = sim.state_dict()
+    assert (got["fills_t"] == L.NO_TIME).all() and (got["fills_i"][..., L.FL_QA_FILL] == 0).all()
+    np.testing.assert_array_equal(got["fills_i"][..., :L.FL_QA_FILL], old["fills_i"])
+    assert (d["fills_i"][..., L.FL_QTY] > 0).any()

@@ -8,7 +8,7 @@ from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import layout as L
 from alpharl.sim.fills import drain_fills
 from alpharl.sim.lobsim import LobSim
-from alpharl.sim.market import SyntheticMarket, replay_stream
+from alpharl.sim.market import SyntheticMarket, replay_stream, time_ns
 from alpharl.sim.params import SimParams, SynthParams
 from lobsim_helpers import check_invariants, compare_states, device_actions, poison_outputs, real_market
 from support import AMZN5, GOOG1, GOOG10, assert_all_written
@@ -32,6 +32,9 @@ CONFIGS = {
     "amzn5-latency-in-time": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                entry_latency_ns=300_000_000, feed_latency_ns=800_000_000,
                                                max_position=300)),
+    # cancel-and-replace at the same price, with the replaced order travelling an entry latency in time
+    "amzn5-requote-replace": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
+                                               requote="replace", entry_latency_ns=300_000_000, max_position=300)),
 }
 B = 6
 STEPS = 30
@@ -55,6 +58,7 @@ def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
     ref.reset()
     compare_states(gpu.state_dict(), ref.state_dict(), "reset")
     stream = None if name is None else replay_stream(market, params.off_tick_trades)
+    times = None if name is None else time_ns(market)
     last = np.zeros(B, np.int64)
     reward_sum = np.zeros(B)
     # random actions, weighted toward orders so fills, closes and refusals all happen
@@ -72,10 +76,25 @@ def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
         compare_states(now, ref.state_dict(), f"step {t}")
         fills, last, lost = drain_fills(gpu, last)
         assert lost == 0
+        check_fill_records(fills, times)
         fills_seen += fills.num_rows
         check_invariants(gpu, stream, prev, now, fills, reward_sum)
     assert fills_seen > 0
     assert gpu.field("episode").sum() > 0
+
+
+def check_fill_records(fills, times) -> None:
+    """Each fill's time is its event row's (``times``; None: the synthetic market, no time); the queue
+    ahead at a fill is at most the one when the order went live (it never grows), 0 for takers."""
+    rows = fills.column("event_row").to_numpy()
+    got = fills.column("time_ns")
+    if times is None:
+        assert got.null_count == fills.num_rows
+    else:
+        assert got.null_count == 0 and (got.to_numpy() == times[rows]).all()
+    at_fill, qa0 = fills.column("queue_at_fill").to_numpy(), fills.column("queue_ahead").to_numpy()
+    maker = fills.column("maker").to_numpy(zero_copy_only=False)
+    assert (at_fill[~maker] == 0).all() and (0 <= at_fill).all() and (at_fill <= qa0).all()
 
 
 @pytest.mark.slow

@@ -19,10 +19,11 @@ from alpharl.sim import layout as L
 _I32 = np.int32
 
 
-def book_fill(sim, idx, side, qty, px, maker, ahead, oid, qa0):
+def book_fill(sim, idx, side, qty, px, maker, ahead, oid, qa0, qa_fill):
     """Book fills of qty[k] shares at px[k] ticks for backtests idx[k] (qty 0: no-op), clipped
     at flat when they reduce the position. ``side``/``maker`` scalars or arrays; the fill
-    record's row is the cursor + ``ahead`` (1 for a fill by the event being replayed)."""
+    record's row is the cursor + ``ahead`` (1 for a fill by the event being replayed), its time
+    that row's, its queue ahead ``qa0`` when the order went live and ``qa_fill`` before the event."""
     si, sf = sim.state_i, sim.state_f
     side = np.broadcast_to(np.asarray(side, _I32), idx.shape)
     maker = np.broadcast_to(np.asarray(maker, bool), idx.shape)
@@ -31,7 +32,7 @@ def book_fill(sim, idx, side, qty, px, maker, ahead, oid, qa0):
     qty = np.where(reducing, np.minimum(qty, np.abs(inv0)), qty).astype(np.int64)
     keep = qty > 0
     idx, side, maker, inv0, reducing, qty = idx[keep], side[keep], maker[keep], inv0[keep], reducing[keep], qty[keep]
-    px, oid, qa0 = (np.broadcast_to(np.asarray(v), keep.shape)[keep] for v in (px, oid, qa0))
+    px, oid, qa0, qa_fill = (np.broadcast_to(np.asarray(v), keep.shape)[keep] for v in (px, oid, qa0, qa_fill))
     if idx.size == 0:
         return
     price = px.astype(np.float64) * sim.tick_dollars
@@ -64,8 +65,10 @@ def book_fill(sim, idx, side, qty, px, maker, ahead, oid, qa0):
         rec[:, L.FL_QTY] = qty
         rec[:, L.FL_MAKER] = maker
         rec[:, L.FL_QA0] = qa0
+        rec[:, L.FL_QA_FILL] = qa_fill
         sim.fills_i[idx, slot] = rec
         sim.fills_f[idx, slot] = fee
+        sim.fills_t[idx, slot] = L.NO_TIME if sim.synthetic else sim.times[rec[:, L.FL_ROW]]
         si[L.S_FILL_HEAD, idx] += 1
 
 
@@ -98,7 +101,7 @@ def walk(sim, idx, side, qty, rows, flatten, oid):
         z = sim.book[rows, zc].astype(np.int64)
         valid = np.where(side == L.SIDE_BUY, p != L.ASK_EMPTY, p != L.BID_EMPTY)
         take = np.where(valid, rem if whole else np.minimum(rem, z), 0)
-        book_fill(sim, idx, side, take, p, False, 0, oid, 0)
+        book_fill(sim, idx, side, take, p, False, 0, oid, 0, 0)
         rem -= take
         last_px = np.where(valid, p, last_px)
         has_last |= valid
@@ -107,7 +110,7 @@ def walk(sim, idx, side, qty, rows, flatten, oid):
         other_ok = np.where(side == L.SIDE_BUY, other != L.BID_EMPTY, other != L.ASK_EMPTY)
         px = np.where(has_last, last_px, other)
         ok = (rem > 0) & (has_last | other_ok)
-        book_fill(sim, idx, side, np.where(ok, rem, 0), px, False, 0, oid, 0)
+        book_fill(sim, idx, side, np.where(ok, rem, 0), px, False, 0, oid, 0, 0)
 
 
 def place_orders(sim, act, row0):
@@ -156,7 +159,8 @@ def place_orders(sim, act, row0):
         else:
             px = ask1 - (improve & (~has_bid | (spread > 1)))
             ok = has_ask & (inv + np.minimum(mkt, 0) - lot >= -maxp)
-        same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px)
+        # requote "keep": an order already resting at px stays (its queue place with it)
+        same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px) & (sim.ip[L.IP_REQUOTE] == L.REQUOTE_KEEP)
         # entry_queue "last_seen": until it goes live the queue holds the size its price shows as
         # it is sent: on the cursor's book, or, out of view there, on the book the agent sees
         seen = np.zeros(sim.B, np.int64)
@@ -234,7 +238,7 @@ def activate(sim, rows, closed):
             si[L.S_POST_CANCELLED, t] += 1
         else:
             book_fill(sim, t, side, si[base + L.O_QTY, t].astype(np.int64), opp[marketable], False, 0,
-                      si[base + L.O_OID, t], 0)
+                      si[base + L.O_OID, t], 0, 0)
         si[base + L.O_QTY, t] = 0
         close_if_flat(sim, closed)
 
@@ -257,6 +261,7 @@ def order_event(sim, side, r0, r1, closed):
     px = si[base + L.O_PX, idx].astype(np.int64)
     qty = si[base + L.O_QTY, idx].astype(np.int64)
     qa = si[base + L.O_QA, idx].astype(np.int64)
+    qa_before = qa.copy()
     trade = np.isin(t, L.TRADE_TYPES) & (d == side)
     through = trade & ((p < px) if side == L.SIDE_BUY else (p > px))
     l3 = ip[L.IP_QUEUE_MODEL] == L.QUEUE_L3_FIFO
@@ -286,7 +291,7 @@ def order_event(sim, side, r0, r1, closed):
     cross = (opp != empty) & ((opp <= px) if side == L.SIDE_BUY else (opp >= px))
     fillq = np.where(through | cross, qty, fill_at)
     inv0 = si[L.S_INVENTORY, idx].astype(np.int64)
-    book_fill(sim, idx, side, fillq, px, True, 1, si[base + L.O_OID, idx], si[base + L.O_QA0, idx])
+    book_fill(sim, idx, side, fillq, px, True, 1, si[base + L.O_OID, idx], si[base + L.O_QA0, idx], qa_before)
     done_q = np.abs(si[L.S_INVENTORY, idx].astype(np.int64) - inv0)
     qty = qty - done_q
     cap = level_cap(sim.book, r1[idx], side, px, sim.levels)

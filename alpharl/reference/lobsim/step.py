@@ -14,7 +14,9 @@ The semantics, in the order one env step applies them to every backtest
 1. **Action** (ids of :mod:`alpharl.actions`) on the snapshot the agent saw.
    One lot per order. Market buy/sell and flatten become the pending market
    order; join/improve bid/ask (re)place the one resting buy / sell order
-   (same price as the existing one: kept, with its queue position); cancel
+   (same price as the existing one: kept, with its queue position, or with
+   ``requote = "replace"`` cancelled and sent again: a new order id, the entry
+   latency, the back of the queue); cancel
    drops both resting orders; flatten drops them and closes the position at
    market. Improving when the spread is one tick joins instead. Orders are
    refused (counted in ``refused``) when their side of the book is empty or
@@ -64,6 +66,13 @@ market orders against the same snapshot would both see its full depth; a
 step always advances at least one event, so only orders activated by latency
 at the same event can share one.
 
+Fills log (``fills_log_capacity`` > 0): every fill writes one record to its backtest's ring:
+the step, the row it filled on (the cursor's snapshot for takers and orders filling as they go
+live, the event's row for resting orders) and that row's time (ns after midnight; NO_TIME in the
+synthetic market), order id, side, price, size, maker flag, fee, the queue ahead when the order
+went live and the queue ahead just before the filling event (what the trade had to pass, or what
+the market skipped by trading through or crossing; 0 for takers).
+
 Accounting (float64 $): a fill of q shares at price P with fee f moves cash
 by -/+ q P - f; a fill that grows |inventory| moves the average entry price,
 one that shrinks it realises q (P - avg) sign(inventory); ``realised`` is net
@@ -79,7 +88,8 @@ from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream
+from alpharl.sim.fills import upgrade_ring
+from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -116,6 +126,7 @@ class ReferenceLobSim(StepOutputs):
         lat = latency_rows(market, params)
         self.live_rows, self.seen_rows = lat.live_rows, lat.seen_rows
         self.arrived = order_arrivals(market, params)
+        self.times = row_times(market, params)
         self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.tick_dollars = float(self.fp[L.FP_TICK_DOLLARS])
         self.span = max(n_rows - params.window_events, 1)
@@ -128,6 +139,7 @@ class ReferenceLobSim(StepOutputs):
         self.out = np.zeros((L.N_OUT, self.B), np.float32)
         self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), _I32)
         self.fills_f = np.zeros((self.B, cap), np.float64)
+        self.fills_t = np.zeros((self.B, cap), np.int64)
         self.backtests = np.arange(self.B)
 
     # ------------------------------------------------------------ public API
@@ -211,13 +223,14 @@ class ReferenceLobSim(StepOutputs):
     def state_dict(self) -> dict:
         d = {"state_i": self.state_i.copy(), "state_f": self.state_f.copy(), "rng": self.rng.copy(),
              "obs": self.obs_buf.copy(), "out": self.out.copy(), "fills_i": self.fills_i.copy(),
-             "fills_f": self.fills_f.copy()}
+             "fills_f": self.fills_f.copy(), "fills_t": self.fills_t.copy()}
         if self.synthetic:
             d.update(self.synth.state_dict())
         return d
 
     def load_state_dict(self, d: dict) -> None:
-        for k in ("state_i", "state_f", "rng", "fills_i", "fills_f", "out"):
+        d = upgrade_ring(d)
+        for k in ("state_i", "state_f", "rng", "fills_i", "fills_f", "fills_t", "out"):
             getattr(self, k)[...] = d[k]
         self.obs_buf[...] = d["obs"]
         if self.synthetic:
@@ -230,8 +243,8 @@ class ReferenceLobSim(StepOutputs):
         return self.state_f[L.STATE_F_NAMES.index(name)]
 
     def fills_snapshot(self):
-        """(fills_i, fills_f, fill_head) host copies, for the fills log."""
-        return self.fills_i.copy(), self.fills_f.copy(), self.state_i[L.S_FILL_HEAD].copy()
+        """(fills_i, fills_f, fills_t, fill_head) host copies, for the fills log."""
+        return self.fills_i.copy(), self.fills_f.copy(), self.fills_t.copy(), self.state_i[L.S_FILL_HEAD].copy()
 
     # ------------------------------------------------- snapshot rows
     def _row0(self):
