@@ -68,6 +68,7 @@ class LobSim(StepOutputs):
         self.seen_rows = cuda.to_device(lat.seen_rows, stream=st)
         self.arrived = cuda.to_device(order_arrivals(market, params), stream=st)
         ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
+        self.window_steps = int(ip[L.IP_EPISODE_STEPS])    # episode_steps, or one pass's steps
         self.ip = cuda.to_device(ip, stream=st)
         self.fp = cuda.to_device(fp, stream=st)
         self.obs_dim = L.obs_dim(params.obs_levels)
