@@ -142,7 +142,8 @@ class TrainConfig:
         if self.synthetic:   # the synthetic market has no clock and names no orders
             for key, on in (("entry_latency_ns", self.sim.entry_latency_ns > 0),
                             ("feed_latency_ns", self.sim.feed_latency_ns > 0),
-                            ("queue_model", self.sim.queue_model == "l3_fifo")):
+                            ("queue_model", self.sim.queue_model == "l3_fifo"),
+                            ("episode_steps", self.sim.episode_steps == 0)):   # one pass: the data's end
                 if on:
                     bad.append(f"[sim] {key} = {getattr(self.sim, key)!r}: needs replayed LOBSTER data, "
                                "not --synthetic")
@@ -199,7 +200,10 @@ class TrainConfig:
             section, name = key.split(".", 1)
             sections.setdefault(section, {})[name] = given.pop(key)
         for section, values in sections.items():
-            given[section] = dataclasses.replace(given.get(section, getattr(self, section)), **values)
+            try:
+                given[section] = dataclasses.replace(given.get(section, getattr(self, section)), **values)
+            except ValueError as exc:   # a section's own check (SimParams.__post_init__) names the key
+                raise ConfigError(str(exc)) from None
         return dataclasses.replace(self, **given)
 
     def to_toml(self) -> str:

@@ -40,8 +40,13 @@ Statistics (``trade_stats``), in dollars, from the per-step rewards r[t, b]
   synthetic market has no clock: only that one is given);
 - ``max_drawdown``: the largest fall of the equity curve Σ_{s<=t} x_s from its
   running peak (which starts at 0);
-- ``trades`` (closed round trips, truncated ones included), ``win_rate``
-  (share with PnL > 0), ``avg_trade`` (mean PnL per trade).
+- ``trades`` (closed round trips, truncated ones included: the steps whose
+  ``trade_done`` is set, so with ``episode_end = "horizon"`` every round trip,
+  not only an episode's last), ``win_rate`` (share with PnL > 0),
+  ``avg_trade`` (mean PnL per trade).
+
+A run's ``inventory_penalty`` is set to 0 here: it shapes the learning reward
+only, and the statistics are of the equity.
 """
 from __future__ import annotations
 
@@ -179,8 +184,10 @@ class Baseline:
 
 
 # --------------------------------------------------------------- statistics
-def trade_stats(reward: np.ndarray, done: np.ndarray, trade_pnl: np.ndarray, seconds_per_step: float | None) -> dict:
-    """PnL, Sharpe, max drawdown and trade statistics of one run (see module doc). Arrays [T, B]."""
+def trade_stats(reward: np.ndarray, trade_done: np.ndarray, trade_pnl: np.ndarray,
+                seconds_per_step: float | None) -> dict:
+    """PnL, Sharpe, max drawdown and trade statistics of one run (see module doc). Arrays [T, B];
+    ``trade_done`` the steps where a trade ended (a round trip, or an open position truncated)."""
     reward = np.asarray(reward, np.float64)
     t_steps, b = reward.shape
     x = reward.mean(axis=1)                       # per-step portfolio return, $ per backtest
@@ -189,7 +196,7 @@ def trade_stats(reward: np.ndarray, done: np.ndarray, trade_pnl: np.ndarray, sec
     per_year = (TRADING_DAYS * TRADING_SECONDS_PER_DAY / seconds_per_step) if seconds_per_step else None
     curve = np.cumsum(x)
     peak = np.maximum.accumulate(np.concatenate([[0.0], curve]))[1:]
-    closed = np.asarray(done, bool) & (np.asarray(trade_pnl) != 0)
+    closed = np.asarray(trade_done, bool) & (np.asarray(trade_pnl) != 0)
     trades = np.asarray(trade_pnl, np.float64)[closed]
     n = int(trades.size)
     return {
@@ -235,7 +242,7 @@ def make_setup(config, market, start: float, end: float, b: int, steps: int | No
         raise EvalError(f"--b {b}: must be >= 1")
     if steps is not None and steps < 1:
         raise EvalError(f"--steps {steps}: must be >= 1")
-    params = config.sim
+    params = dataclasses.replace(config.sim, inventory_penalty=0.0)   # a learning signal only: never in the PnL
     if fills:
         params = dataclasses.replace(params, fills_log_capacity=max(params.fills_log_capacity, FILLS_PER_STEP))
     if market is None:
@@ -358,7 +365,7 @@ def evaluate(setup: EvalSetup, names: list[str], params: np.ndarray | None, peri
     results, fills = {}, {}
     for name in names:
         r = run_policy(setup, make_policy(name, setup, params, period), backend)
-        results[name] = trade_stats(r.reward, r.done, r.trade_pnl, setup.seconds_per_step)
+        results[name] = trade_stats(r.reward, r.trade_done, r.trade_pnl, setup.seconds_per_step)
         fills[name] = r.fills
     return results, fills
 
@@ -377,12 +384,12 @@ def pooled_stats(runs: list, setups: list[EvalSetup]) -> dict:
     """``trade_stats`` of several files' runs of one policy, one after the other in time (the steps
     of every file, in dataset order); the clock is the files' mean seconds per step, weighted by steps."""
     reward = np.concatenate([r.reward for r in runs])
-    done = np.concatenate([r.done for r in runs])
+    trade_done = np.concatenate([r.trade_done for r in runs])
     pnl = np.concatenate([r.trade_pnl for r in runs])
     clocks = [s.seconds_per_step for s in setups]
     steps = [s.steps for s in setups]
     sps = None if any(c is None for c in clocks) else sum(c * n for c, n in zip(clocks, steps)) / sum(steps)
-    return trade_stats(reward, done, pnl, sps)
+    return trade_stats(reward, trade_done, pnl, sps)
 
 
 def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.ndarray | None, *, b: int,
@@ -399,7 +406,7 @@ def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.n
         runs, tables = [], []
         for res in results:
             r = run_policy(res.setup, make_policy(name, res.setup, params, period), backend)
-            res.policies[name] = trade_stats(r.reward, r.done, r.trade_pnl, res.setup.seconds_per_step)
+            res.policies[name] = trade_stats(r.reward, r.trade_done, r.trade_pnl, res.setup.seconds_per_step)
             runs.append(r)
             tables.append(r.fills if len(files) == 1 else
                           r.fills.append_column("file", pa.array([res.file.label] * r.fills.num_rows, pa.string())))

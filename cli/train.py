@@ -44,6 +44,8 @@ def train(
     replay_capacity: Annotated[int | None, typer.Option("--replay-capacity", help=f"Transitions held by the prioritized replay. (default: {_D.replay_capacity})", show_default=False)] = None,
     reward_scale: Annotated[float | None, typer.Option("--reward-scale", help=f"Reward ($) multiplier before learning. (default: {_D.reward_scale})", show_default=False)] = None,
     obs_levels: Annotated[int | None, typer.Option("--obs-levels", min=1, help=f"Book levels in the observation, whatever the data's depth ([sim] obs_levels; deeper books cut, shallower padded). (default: {_D.sim.obs_levels})", show_default=False)] = None,
+    episode_end: Annotated[str | None, typer.Option("--episode-end", help=f"round_trip: an episode ends when the position is back to flat; horizon: only at its window (episode_steps), every round trip still counted as a trade ([sim] episode_end). (default: {_D.sim.episode_end})", show_default=False)] = None,
+    inventory_penalty: Annotated[float | None, typer.Option("--inventory-penalty", help=f"lambda >= 0: each step's learning reward less lambda x |shares held| x tick $ (ticks per share per step; never in PnL or eval) ([sim] inventory_penalty). (default: {_D.sim.inventory_penalty})", show_default=False)] = None,
     reward_norm: Annotated[bool | None, typer.Option("--reward-norm/--no-reward-norm", help="Scale learning's rewards by 1 / RMS of the running return (on the device). (default: off)", show_default=False)] = None,
     adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help="C51 support at +-5 running return RMS instead of a fixed +-10. (default: off)", show_default=False)] = None,
     adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help="Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: off)", show_default=False)] = None,
@@ -60,7 +62,8 @@ def train(
                            rollout=rollout, gae_lambda=gae_lambda,
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale,
-                           **{"sim.obs_levels": obs_levels}, reward_norm=reward_norm,
+                           **{"sim.obs_levels": obs_levels, "sim.episode_end": episode_end,
+                              "sim.inventory_penalty": inventory_penalty}, reward_norm=reward_norm,
                            adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors))
         note = rundir.check_paths(cfg, resume)
         if note:

@@ -24,13 +24,14 @@ class ScriptResult:
     reward: np.ndarray       # float32[T, B]
     done: np.ndarray         # float32[T, B]
     truncated: np.ndarray    # float32[T, B]
+    trade_done: np.ndarray   # float32[T, B]
     trade_pnl: np.ndarray    # float32[T, B]
     fills: pa.Table          # FILLS_SCHEMA (empty when the sim keeps no fills log)
     lost_fills: int          # records the ring overwrote before they were read
 
     def trades(self) -> np.ndarray:
-        """PnL of every trade that ended, in step order."""
-        return self.trade_pnl[self.done.astype(bool) & (self.trade_pnl != 0)]
+        """PnL of every trade that ended (with a non-zero PnL), in step order."""
+        return self.trade_pnl[self.trade_done.astype(bool) & (self.trade_pnl != 0)]
 
 
 def _host(x) -> np.ndarray:
@@ -42,12 +43,15 @@ def run_script(sim, script, steps: int | None = None, reset: bool = True) -> Scr
 
     ``script``: int array [T, B] or [T] (broadcast to every backtest) of action ids,
     or a policy ``fn(obs float32[B, obs_dim]) -> int[B]`` called on host copies of the
-    observation. ``steps`` defaults to T for an array. The fills log is drained every
+    observation. ``steps`` defaults to T for an array, and for a policy on a simulator making one
+    pass over its data (SimParams.episode_steps = 0) to that pass's steps. The fills log is drained every
     step (so the ring never overflows when capacity >= the fills one step can make).
     """
     on_device = hasattr(sim.obs, "copy_to_host")
     if callable(script):
         policy: Callable | None = script
+        if steps is None and sim.params.episode_steps == 0:
+            steps = sim.window_steps
         if steps is None:
             raise ValueError("run_script: a policy needs steps")
         table_actions = None
@@ -65,7 +69,7 @@ def run_script(sim, script, steps: int | None = None, reset: bool = True) -> Scr
         from numba import cuda
 
         act_d = cuda.device_array(sim.B, np.int32)
-    keep = {k: np.zeros((steps, sim.B), np.float32) for k in ("reward", "done", "truncated", "trade_pnl")}
+    keep = {k: np.zeros((steps, sim.B), np.float32) for k in ("reward", "done", "truncated", "trade_done", "trade_pnl")}
     acts = np.zeros((steps, sim.B), np.int32)
     last = np.zeros(sim.B, np.int64)
     fills, lost = [], 0
@@ -83,6 +87,7 @@ def run_script(sim, script, steps: int | None = None, reset: bool = True) -> Scr
         keep["reward"][t] = out[L.OUT_REWARD]
         keep["done"][t] = out[L.OUT_DONE]
         keep["truncated"][t] = out[L.OUT_TRUNCATED]
+        keep["trade_done"][t] = out[L.OUT_TRADE_DONE]
         keep["trade_pnl"][t] = out[L.OUT_TRADE_PNL]
         if sim.params.fills_log_capacity:
             table, last, n_lost = drain_fills(sim, last)

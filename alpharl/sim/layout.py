@@ -57,8 +57,8 @@ ARRIVED_BEFORE = -1
  S_STEP,          # env steps taken since reset() (for the fills log; never reset by an episode end)
  S_EPISODE,       # episodes ended since reset()
  S_INVENTORY,     # signed shares held
- S_WAS_OPEN,      # 1 once the position was non-flat in this episode
- S_TRADE_STEPS,   # env steps ended with an open position in this episode
+ S_WAS_OPEN,      # 1 once the position was non-flat in this episode (since its last round trip)
+ S_TRADE_STEPS,   # env steps ended with an open position in this episode (since its last round trip)
  S_NEXT_OID,      # id of the next order of this backtest (never reset)
  S_REFUSED,       # actions refused (position limit, empty book side, conflicting flatten) since reset()
  S_BOUGHT,        # shares bought in this episode
@@ -73,8 +73,9 @@ ARRIVED_BEFORE = -1
  S_POST_CANCELLED,  # post-only orders cancelled because they would have crossed on arrival, since reset()
  S_BUY_LIVE_ROW,  # row at which the resting buy order went live (l3_fifo: who is ahead of it)
  S_SELL_LIVE_ROW,
+ S_TRIPS,         # round trips closed (open position back to flat by a fill) since reset()
  S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
- ) = range(32)
+ ) = range(33)
 #: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
 O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
 #: Lags (env steps) of the recent mid returns in the observation.
@@ -89,7 +90,7 @@ STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_op
                  "buy_px", "buy_qty", "buy_qa", "buy_qa0", "buy_live_at", "buy_oid",
                  "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
                  "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled", "buy_live_row",
-                 "sell_live_row") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+                 "sell_live_row", "trips") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
 assert len(STATE_I_NAMES) == N_STATE_I
 
 # ------------------------------------------------------------- state_f rows
@@ -98,17 +99,21 @@ assert len(STATE_I_NAMES) == N_STATE_I
  F_REALISED,      # realised PnL net of every fee paid in the episode, $
  F_FEES,          # fees paid in the episode, $ (negative = rebates earned)
  F_EQUITY,        # mark-to-market equity at the last step end: cash + inventory x mid, $
- ) = range(5)
-N_STATE_F = 5
-STATE_F_NAMES = ("cash", "avg_px", "realised", "fees", "equity")
+ F_TRIP_BASE,     # equity (= cash: flat) when the episode's last round trip closed, $ (0 before any)
+ ) = range(6)
+N_STATE_F = 6
+STATE_F_NAMES = ("cash", "avg_px", "realised", "fees", "equity", "trip_base")
 
 # --------------------------------------------------------- per-step outputs
 #: Rows of out float32[N_OUT, B]; each row is a contiguous [B] array for the trainer.
-(OUT_REWARD,      # equity change over the step, after fees, $
+#: A trade is a round trip (from flat to flat) or the open position an episode's end truncates. With
+#: SimParams.episode_end "round_trip" a trade ends its episode, so a step ends at most one; with
+#: "horizon" a step that ends several (possible only with 3+ fills in one step) reports them as one.
+(OUT_REWARD,      # equity change over the step, after fees, $ (less SimParams.inventory_penalty's term)
  OUT_DONE,        # 1.0 when the episode ended this step (closed or truncated), else 0.0
  OUT_TRUNCATED,   # 1.0 when it ended because the window ran out
- OUT_TRADE_DONE,  # 1.0 when a trade (an episode with a position) ended this step
- OUT_TRADE_PNL,   # that trade's PnL (= the episode's summed rewards), $; 0 otherwise
+ OUT_TRADE_DONE,  # 1.0 when a trade ended this step
+ OUT_TRADE_PNL,   # its PnL: the equity change from its start (flat) to its end, $; 0 otherwise
  OUT_LABEL_UP,    # 1.0 when the mid rose over this step (label of the obs the action saw)
  OUT_LABEL_RET,   # the mid's relative change over this step
  ) = range(7)
@@ -172,7 +177,7 @@ OBX_BUY_OFF = OBX_BUY_QUEUE + 1         # (mid - price) ticks, 0 if none
 OBX_SELL_FLAG = OBX_BUY_OFF + 1
 OBX_SELL_QUEUE = OBX_SELL_FLAG + 1
 OBX_SELL_OFF = OBX_SELL_QUEUE + 1       # (price - mid) ticks, 0 if none
-OBX_TIME_IN_TRADE = OBX_SELL_OFF + 1    # trade_steps / episode_steps
+OBX_TIME_IN_TRADE = OBX_SELL_OFF + 1    # trade_steps / episode_steps (window_steps: one pass)
 OBX_TIME_LEFT = OBX_TIME_IN_TRADE + 1   # (episode_steps - step_in_ep) / episode_steps
 N_OBS_EXTRA = OBX_TIME_LEFT + 1
 #: Version of the observation's definition, recorded in every checkpoint: a network trained on
@@ -207,34 +212,53 @@ def obs_names(obs_levels: int) -> list[str]:
 #: int32 parameter array ip[N_IP].
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
  IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
- IP_FILL_CAP, IP_N_ROWS, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE) = range(19)
-N_IP = 19
+ IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END) = range(20)
+N_IP = 20
 #: float64 parameter array fp[N_FP].
-FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE = range(3)
-N_FP = 3
-#: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue / requote; a choice's device code is
-#: its index here.
+FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE, FP_INV_PENALTY = range(4)
+N_FP = 4
+#: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue / requote / episode_end; a
+#: choice's device code is its index here.
 FEE_MODES = ("per_share", "per_value")
 QUEUE_MODELS = ("risk_averse", "probabilistic", "l3_fifo")
 FILL_RULES = ("partial", "all_or_nothing", "whole_order")
 ENTRY_QUEUES = ("visible", "last_seen")
 REQUOTES = ("keep", "replace")
+EPISODE_ENDS = ("round_trip", "horizon")
 FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
 QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC, QUEUE_L3_FIFO = range(len(QUEUE_MODELS))
 FILL_PARTIAL, FILL_ALL_OR_NOTHING, FILL_WHOLE_ORDER = range(len(FILL_RULES))
 ENTRY_VISIBLE, ENTRY_LAST_SEEN = range(len(ENTRY_QUEUES))
 REQUOTE_KEEP, REQUOTE_REPLACE = range(len(REQUOTES))
+EPISODE_ROUND_TRIP, EPISODE_HORIZON = range(len(EPISODE_ENDS))
 #: The choices of SimParams.off_tick_trades (host side: how the replayed events are built).
 OFF_TICK_TRADES = ("drop", "nearest")
+
+
+def window_steps(p: SimParams, n_rows: int, synthetic: bool) -> int:
+    """Env steps of an episode window: ``p.episode_steps``, or with 0 (one pass over the data) the
+    steps a replay from row 0 can take, (n_rows - 1) // events_per_step (a step reads the rows
+    cursor .. cursor + E). ValueError when one pass has no end (synthetic) or no room for a step."""
+    if p.episode_steps > 0:
+        return p.episode_steps
+    if synthetic:
+        raise ValueError("episode_steps = 0 (one pass over the data) needs replayed data: the synthetic "
+                         "market has no end")
+    steps = (n_rows - 1) // p.events_per_step
+    if steps < 1:
+        raise ValueError(f"episode_steps = 0: the {n_rows} events of the data hold no step of "
+                         f"{p.events_per_step} events")
+    return steps
 
 
 def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bool) -> tuple[np.ndarray, np.ndarray]:
     """(ip int32[N_IP], fp float64[N_FP]) of one simulator configuration (``levels``: the data's L;
     the observation's level count is ``p.obs_levels``)."""
     ip = np.zeros(N_IP, np.int32)
+    steps = window_steps(p, n_rows, synthetic)
     ip[IP_LEVELS] = levels
     ip[IP_EVENTS_PER_STEP] = p.events_per_step
-    ip[IP_EPISODE_STEPS] = p.episode_steps
+    ip[IP_EPISODE_STEPS] = steps
     ip[IP_LOT] = p.lot_size
     ip[IP_MAX_POS] = p.max_position
     ip[IP_LATENCY] = p.latency_events
@@ -247,14 +271,17 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_FEED_DELAY] = int(p.feed_latency_ns > 0)       # the agent sees the host's seen_rows
     ip[IP_FORCE_FLATTEN] = int(p.force_flatten)
     ip[IP_FILL_CAP] = p.fills_log_capacity
-    ip[IP_N_ROWS] = n_rows
+    # episode starts: uniform over the offsets whose window ends before the last row; one pass: row 0
+    ip[IP_START_SPAN] = 1 if p.episode_steps == 0 else max(n_rows - p.events_per_step * steps, 1)
     ip[IP_SYNTHETIC] = int(synthetic)
     ip[IP_OBS_LEVELS] = p.obs_levels
     ip[IP_REQUOTE] = REQUOTES.index(p.requote)
+    ip[IP_EPISODE_END] = EPISODE_ENDS.index(p.episode_end)
     fp = np.zeros(N_FP, np.float64)
     fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee
     fp[FP_TAKER_FEE] = p.taker_fee
+    fp[FP_INV_PENALTY] = p.inventory_penalty
     return ip, fp
 
 

@@ -24,7 +24,7 @@ from alpharl.cuda_kernels.lobsim import synthetic as k_syn
 from alpharl.cuda_kernels.lobsim.stage import step_launch
 from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_lanes, seed_states
 from alpharl.sim import layout as L
-from alpharl.sim.fills import upgrade_ring
+from alpharl.sim.upgrade import upgrade_state
 from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
@@ -70,6 +70,7 @@ class LobSim(StepOutputs):
         self.arrived = cuda.to_device(order_arrivals(market, params), stream=st)
         self.times = cuda.to_device(row_times(market, params), stream=st)
         ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
+        self.window_steps = int(ip[L.IP_EPISODE_STEPS])    # episode_steps, or one pass's steps
         self.ip = cuda.to_device(ip, stream=st)
         self.fp = cuda.to_device(fp, stream=st)
         self.obs_dim = L.obs_dim(params.obs_levels)
@@ -138,7 +139,7 @@ class LobSim(StepOutputs):
 
     def load_state_dict(self, d: dict) -> None:
         st = self.stream
-        d = upgrade_ring(d)
+        d = upgrade_state(d)
         pairs = [("state_i", self.state_i), ("state_f", self.state_f), ("rng", self.rng), ("obs", self.obs_d),
                  ("out", self.out), ("fills_i", self.fills_i), ("fills_f", self.fills_f), ("fills_t", self.fills_t)]
         if self.synthetic:

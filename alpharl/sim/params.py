@@ -4,9 +4,16 @@ kernels receive them packed into small int32 / float64 arrays by
 :mod:`alpharl.sim.layout`."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from alpharl.sim.layout import ENTRY_QUEUES, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, QUEUE_MODELS, REQUOTES
+from alpharl.sim.layout import (ENTRY_QUEUES, EPISODE_ENDS, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, QUEUE_MODELS,
+                                REQUOTES)
+
+#: What a valid value is, where the check alone would not say.
+_HINTS = {"episode_steps": " (>= 1, or 0 for one pass with episode_end 'horizon')",
+          "episode_end": f" (one of {', '.join(EPISODE_ENDS)})",
+          "inventory_penalty": " (a finite number >= 0)"}
 
 #: Keys older configs may hold, and the fill_rule each value stands for.
 LEGACY_PARTIAL_FILLS = {True: "partial", False: "all_or_nothing"}
@@ -19,7 +26,22 @@ class SimParams:
     events_per_step: int = 16
     """Market events replayed per env step (per backtest, from its own cursor)."""
     episode_steps: int = 512
-    """Episode window in env steps; the episode is truncated (and flattened) when it ends."""
+    """Episode window in env steps; the episode is truncated (and flattened) when it ends, and the
+    next one starts at a random row. 0: one pass over the data (replayed data only; needs
+    episode_end "horizon"): every episode starts at the data's first row and is truncated at its
+    end, after (rows - 1) // events_per_step steps (a backtest of a whole window, without resets;
+    the observation's time fields are fractions of that pass)."""
+    episode_end: str = "round_trip"
+    """What ends an episode besides its window. "round_trip": the position coming back to flat
+    (its orders are then cancelled; the episode's one trade is its whole PnL). "horizon": only the
+    window; every round trip is still reported as a trade when it closes (out trade_done /
+    trade_pnl: the equity change since the last flat), and the orders stay."""
+    inventory_penalty: float = 0.0
+    """lambda >= 0 of a holding penalty in the learning reward, in ticks per share per step: each
+    step's reward is the equity change less lambda x |inventory at the step's end| x tick ($), as
+    if the mid moved lambda ticks against every share held. The tick is the instrument's own price
+    unit (the observation's too), so one lambda means the same pressure on any price level. Only
+    the reward: equity, trade PnL and evaluation's PnL never include it."""
     lot_size: int = 100
     """Shares per order: every order action trades one lot."""
     max_position: int = 500
@@ -101,7 +123,9 @@ class SimParams:
     def __post_init__(self):
         checks = {
             "events_per_step": self.events_per_step >= 1,
-            "episode_steps": self.episode_steps >= 1,
+            "episode_steps": self.episode_steps >= 1 or (self.episode_steps == 0 and self.episode_end == "horizon"),
+            "episode_end": self.episode_end in EPISODE_ENDS,
+            "inventory_penalty": math.isfinite(self.inventory_penalty) and self.inventory_penalty >= 0.0,
             "lot_size": self.lot_size >= 1,
             "max_position": self.max_position >= self.lot_size,
             "latency_events": self.latency_events >= 0,
@@ -118,7 +142,7 @@ class SimParams:
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
-            raise ValueError(f"SimParams: invalid {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)}")
+            raise ValueError(f"SimParams: invalid {', '.join(f'{k}={getattr(self, k)!r}' + _HINTS.get(k, '') for k in bad)}")
 
     @property
     def timed(self) -> bool:

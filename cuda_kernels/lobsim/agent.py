@@ -29,6 +29,8 @@ from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, FEE_PER_SHARE, FILL_PARTIA
                                 S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
                                 S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP,
                                 S_WAS_OPEN)
+# the episode's end (close_if_flat)
+from alpharl.sim.layout import EPISODE_ROUND_TRIP, F_TRIP_BASE, IP_EPISODE_END, S_TRADE_STEPS, S_TRIPS
 
 @cuda.jit(device=True)
 def reduces(inv, side):
@@ -102,14 +104,21 @@ def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, qa_fill, pi, pf,
 
 
 @cuda.jit(device=True)
-def close_if_flat(st):
-    """A position back at flat after being open ends the episode: cancel every order, return True."""
+def close_if_flat(st, fs, pi):
+    """A position back at flat after being open closes a round trip: counted, the equity (= cash)
+    kept as the next trade's start, time in trade cleared. With episode_end "round_trip" it ends
+    the episode: cancel every order, return True (never with "horizon")."""
     if st[S_WAS_OPEN] != 0 and st[S_INVENTORY] == 0:
-        st[S_BUY_QTY] = 0
-        st[S_SELL_QTY] = 0
-        st[S_MKT_QTY] = 0
-        st[S_MKT_FLAT] = 0
-        return True
+        st[S_TRIPS] += 1
+        fs[F_TRIP_BASE] = fs[F_CASH]
+        st[S_WAS_OPEN] = 0
+        st[S_TRADE_STEPS] = 0
+        if pi[IP_EPISODE_END] == EPISODE_ROUND_TRIP:
+            st[S_BUY_QTY] = 0
+            st[S_SELL_QTY] = 0
+            st[S_MKT_QTY] = 0
+            st[S_MKT_FLAT] = 0
+            return True
     return False
 
 
@@ -284,13 +293,13 @@ def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t,
         if q != 0:
             side = SIDE_BUY if q > 0 else SIDE_SELL
             walk(st, fs, b, side, abs(q), book, at, flat != 0, st[S_MKT_OID], pi, pf, fills_i, fills_f, fills_t, times)
-        if close_if_flat(st):
+        if close_if_flat(st, fs, pi):
             return True
     activate_limit(st, fs, b, SIDE_BUY, S_BUY_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times)
-    if close_if_flat(st):
+    if close_if_flat(st, fs, pi):
         return True
     activate_limit(st, fs, b, SIDE_SELL, S_SELL_PX, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times)
-    return close_if_flat(st)
+    return close_if_flat(st, fs, pi)
 
 
 @cuda.jit(device=True)

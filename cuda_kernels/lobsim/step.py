@@ -45,7 +45,7 @@ from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
 from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_TICK_DOLLARS, F_CASH, F_EQUITY,
                                 IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY, IP_FORCE_FLATTEN, IP_LATENCY,
-                                IP_LEVELS, IP_N_ROWS, IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EV_COLS, N_FP, N_IP,
+                                IP_LEVELS, IP_START_SPAN, IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EV_COLS, N_FP, N_IP,
                                 N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP,
                                 OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
                                 S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY,
@@ -53,6 +53,8 @@ from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, F
                                 S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_LIVE_ROW, S_SELL_OID, S_SELL_PX,
                                 S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP, S_TRADE_STEPS,
                                 S_WAS_OPEN)
+# the episode's end: trades, the holding penalty
+from alpharl.sim.layout import FP_INV_PENALTY, F_TRIP_BASE, S_TRIPS
 from alpharl.sizes import cdiv
 
 #: Threads per block of lobsim_reset: one thread per backtest.
@@ -66,12 +68,11 @@ def sim_grid(n: int) -> int:
 
 @cuda.jit(device=True)
 def draw_start(rs, pi):
-    """Advance the PRNG state rs[0] one step; a uniform episode start in [0, span) where
-    span = rows - window events (the whole window fits in the data)."""
+    """Advance the PRNG state rs[0] one step; a uniform episode start in [0, span), span the
+    packed IP_START_SPAN (layout.pack_params: the whole window fits in the data; one pass: 1)."""
     x = xorshift32(rs[0])
     rs[0] = x
-    span = max(pi[IP_N_ROWS] - pi[IP_EVENTS_PER_STEP] * pi[IP_EPISODE_STEPS], 1)
-    return int32(x % uint32(span))
+    return int32(x % uint32(pi[IP_START_SPAN]))
 
 
 @cuda.jit(device=True)
@@ -171,8 +172,12 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
     ev0 = per_block + book_words + (tid * chunk - 1) * N_EV_COLS
     row0 = 0
     act = 0
+    trips0 = 0
+    base0 = float64(0.0)
     if mine:
         load_state(si, sf, rng, b, st, fs, rs)
+        trips0 = st[S_TRIPS]             # the trades this step ends: round trips closed (close_if_flat)
+        base0 = fs[F_TRIP_BASE]
         act = actions[b]
         row0 = b * (n_ev + 1) if synthetic else st[S_CURSOR]
         if staged:
@@ -236,11 +241,11 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
                 cap_buy, cap_sell = level_caps(mb, at1, st[S_BUY_PX], st[S_SELL_PX], nl)
                 order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
                             arrived, pi, pf, fills_i, fills_f, fills_t, times)
-                closed = close_if_flat(st)
+                closed = close_if_flat(st, fs, pi)
                 if not closed:
                     order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb,
                                 at1 - width, arrived, pi, pf, fills_i, fills_f, fills_t, times)
-                    closed = close_if_flat(st)
+                    closed = close_if_flat(st, fs, pi)
                 st[S_CURSOR] += 1
             if not closed:
                 closed = activate(st, fs, b, mb, at1, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times)
@@ -274,12 +279,15 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
     mid_e = mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
     equity = fs[F_CASH] + float64(inv) * (float64(mid_e) * (float64(0.5) * pf[FP_TICK_DOLLARS]))
     done = closed or trunc
-    trade_done = done and st[S_WAS_OPEN] != 0
-    out[OUT_REWARD, b] = float32(equity - fs[F_EQUITY])
+    open_end = trunc and st[S_WAS_OPEN] != 0      # the window ends a trade still open
+    trade_done = st[S_TRIPS] != trips0 or open_end
+    base = fs[F_TRIP_BASE]
+    penalty = float32(pf[FP_INV_PENALTY] * float64(abs(inv)) * pf[FP_TICK_DOLLARS])
+    out[OUT_REWARD, b] = float32(equity - fs[F_EQUITY]) - penalty
     out[OUT_DONE, b] = float32(1.0) if done else float32(0.0)
     out[OUT_TRUNCATED, b] = float32(1.0) if trunc else float32(0.0)
     out[OUT_TRADE_DONE, b] = float32(1.0) if trade_done else float32(0.0)
-    out[OUT_TRADE_PNL, b] = float32(equity) if trade_done else float32(0.0)
+    out[OUT_TRADE_PNL, b] = float32((base - base0) + (equity - base if open_end else float64(0.0)))
     out[OUT_LABEL_UP, b] = float32(1.0) if mid_e > mid_before else float32(0.0)
     out[OUT_LABEL_RET, b] = (float32(float64(mid_e - mid_before) / float64(mid_before))
                              if mid_before != 0 else float32(0.0))

@@ -83,12 +83,36 @@ def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_p
     ('[sim]\npartial_fills = "yes"', ["c.toml", "partial_fills", "yes"]),
     ('synthetic = true\n[sim]\nqueue_model = "l3_fifo"', ["queue_model", "l3_fifo", "--synthetic"]),
     ('synthetic = true\n[sim]\nfeed_latency_ns = 1000', ["feed_latency_ns", "--synthetic"]),
+    ('[sim]\nepisode_steps = 0', ["c.toml", "episode_steps", "horizon"]),     # one pass needs horizon episodes
+    ('synthetic = true\n[sim]\nepisode_steps = 0\nepisode_end = "horizon"', ["episode_steps", "--synthetic"]),
 ])
 def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     cfg = tmp_path / "c.toml"
     cfg.write_text(line + "\n")
     assert_one_line_error(train("--config", cfg), *names)
     assert not fake_trainer.calls
+
+
+@pytest.mark.parametrize("args, names", [
+    (("--episode-end", "sometimes"), ["episode_end", "sometimes", "horizon"]),
+    (("--inventory-penalty", -1), ["inventory_penalty", "-1"]),
+    (("--inventory-penalty", "nan"), ["inventory_penalty", "nan"]),
+    (("--inventory-penalty", "inf"), ["inventory_penalty", "inf"]),
+])
+def test_episode_options_checked(fake_trainer, args, names):
+    assert_one_line_error(train(*args), *names)
+    assert not fake_trainer.calls
+
+
+def test_episode_options_reach_the_config(fake_trainer, tmp_path):
+    r = train("--episode-end", "horizon", "--inventory-penalty", 0.25, "--steps", 10, "--run-dir", tmp_path / "r",
+              "--quiet")
+    assert r.exit_code == 0, r.output
+    config, _ = fake_trainer.calls[-1]
+    assert (config.sim.episode_end, config.sim.inventory_penalty) == ("horizon", 0.25)
+    saved = tmp_path / "config.toml"                 # the run's config.toml records them
+    saved.write_text(config.to_toml())
+    assert type(config).from_toml(saved).sim == config.sim
 
 
 # ----------------------------------------------------------------- item 9: resume + config

@@ -406,15 +406,23 @@ def test_fills_log_arrow_file(tmp_path):
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-def test_a_state_from_before_fill_times_loads(kind):
+def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     """A checkpoint's simulator state from before the fill records held their time and queue at
-    fill loads, those fields reading NO_TIME and 0."""
+    fill, and before round trips were counted, loads: those fields read NO_TIME and 0, every other
+    field as saved; a state of no known layout is refused with a message."""
     sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"))
     run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD])
     d = sim.state_dict()
-    old = {k: v for k, v in d.items() if k != "fills_t"} | {"fills_i": d["fills_i"][..., :L.FL_QA_FILL]}
+    d["state_i"][L.S_TRIPS], d["state_f"][L.F_TRIP_BASE] = 0, 0.0    # what an older run never had
+    old = {k: v for k, v in d.items() if k != "fills_t"} | {"fills_i": d["fills_i"][..., :L.FL_QA_FILL],
+                                                         "state_i": np.delete(d["state_i"], L.S_TRIPS, axis=0),
+                                                         "state_f": d["state_f"][:L.F_TRIP_BASE]}
     sim.load_state_dict(old)
     got = sim.state_dict()
     assert (got["fills_t"] == L.NO_TIME).all() and (got["fills_i"][..., L.FL_QA_FILL] == 0).all()
     np.testing.assert_array_equal(got["fills_i"][..., :L.FL_QA_FILL], old["fills_i"])
     assert (d["fills_i"][..., L.FL_QTY] > 0).any()
+    np.testing.assert_array_equal(got["state_i"], d["state_i"])
+    np.testing.assert_array_equal(got["state_f"], d["state_f"])
+    with pytest.raises(ValueError, match="simulator state of"):
+        sim.load_state_dict(d | {"state_i": d["state_i"][:-3]})

@@ -35,19 +35,27 @@ CONFIGS = {
     # cancel-and-replace at the same price, with the replaced order travelling an entry latency in time
     "amzn5-requote-replace": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                requote="replace", entry_latency_ns=300_000_000, max_position=300)),
+    # round trips that do not end the episode, marked to mid at its end, and a holding penalty
+    "amzn5-horizon-penalty": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
+                                               episode_end="horizon", force_flatten=False,
+                                               inventory_penalty=0.37, max_position=300)),
+    "synthetic-horizon": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32,
+                                          episode_end="horizon", latency_events=1)),
 }
 B = 6
 STEPS = 30
 
 
-def _market(name):
-    return SyntheticMarket(SynthParams(levels=4, limit_rate=(9, 6, 4, 3))) if name is None else real_market(name)
+def _market(name, rows):
+    return SyntheticMarket(SynthParams(levels=4, limit_rate=(9, 6, 4, 3))) if name is None else real_market(name,
+                                                                                                           rows=rows)
 
 
-def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
+def _run_against_reference(name, params, rng, launch=None, steps=STEPS, rows=3_000):
     """Step the kernels (with ``launch`` overriding lobsim_step's launch configuration) and the
-    reference side by side with random actions; every state field, output and fill after every step."""
-    market = _market(name)
+    reference side by side with random actions, on ``rows`` events of the file ``name``; every
+    state field, output and fill after every step."""
+    market = _market(name, rows)
     seed = int(rng.integers(1, 2**31))
     gpu = LobSim(market, params, B, seed)
     ref = ReferenceLobSim(market, params, B, seed)
@@ -61,6 +69,7 @@ def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
     times = None if name is None else time_ns(market)
     last = np.zeros(B, np.int64)
     reward_sum = np.zeros(B)
+    pnl_sum = np.zeros(B)
     # random actions, weighted toward orders so fills, closes and refusals all happen
     weights = np.array([3, 1, 1, 2, 2, 2, 2, 1, 1], float)
     fills_seen = 0
@@ -78,9 +87,10 @@ def _run_against_reference(name, params, rng, launch=None, steps=STEPS):
         assert lost == 0
         check_fill_records(fills, times)
         fills_seen += fills.num_rows
-        check_invariants(gpu, stream, prev, now, fills, reward_sum)
+        check_invariants(gpu, stream, prev, now, fills, reward_sum, pnl_sum)
     assert fills_seen > 0
     assert gpu.field("episode").sum() > 0
+    assert gpu.field("trips").sum() > 0
 
 
 def check_fill_records(fills, times) -> None:
@@ -101,6 +111,15 @@ def check_fill_records(fills, times) -> None:
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_gpu_matches_reference_every_step(config, rng):
     _run_against_reference(*CONFIGS[config], rng)
+
+
+@pytest.mark.slow
+def test_one_pass_matches_reference(rng):
+    """episode_steps = 0 on 43 events: two passes of 10 steps (each truncated at the data's end and
+    restarted at its first row) and a few steps of a third."""
+    params = SimParams(events_per_step=4, episode_steps=0, episode_end="horizon", fills_log_capacity=32,
+                       max_position=300)
+    _run_against_reference(AMZN5, params, rng, steps=23, rows=43)
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@ per event, market orders walking the depth, the accounting and the fills log.
 Each function updates the host state of a :class:`~alpharl.reference.lobsim.step.ReferenceLobSim`
 ``sim`` (``state_i`` / ``state_f`` rows named by alpharl.sim.layout, ``rng``, the fills ring),
 vectorised over the backtests it is given; ``closed`` bool[B] marks the backtests whose episode
-ended at an earlier event of this step. The rules are those of step.py's docstring.
+ended at an earlier event of this step (never set with episode_end "horizon"). The rules are those
+of step.py's docstring.
 """
 from __future__ import annotations
 
@@ -73,12 +74,19 @@ def book_fill(sim, idx, side, qty, px, maker, ahead, oid, qa0, qa_fill):
 
 
 def close_if_flat(sim, closed):
-    """A position back at flat after being open ends the episode: cancel every order."""
-    si = sim.state_i
+    """A position back at flat after being open closes a round trip: counted, the equity (= cash)
+    kept as the next trade's start, time in trade cleared; with episode_end "round_trip" it also
+    ends the episode (every order cancelled)."""
+    si, sf = sim.state_i, sim.state_f
     now = ~closed & (si[L.S_WAS_OPEN] != 0) & (si[L.S_INVENTORY] == 0)
-    closed |= now
-    for r in (L.S_BUY_QTY, L.S_SELL_QTY, L.S_MKT_QTY, L.S_MKT_FLAT):
+    si[L.S_TRIPS] += now
+    sf[L.F_TRIP_BASE] = np.where(now, sf[L.F_CASH], sf[L.F_TRIP_BASE])
+    for r in (L.S_WAS_OPEN, L.S_TRADE_STEPS):
         si[r, now] = 0
+    if sim.ip[L.IP_EPISODE_END] == L.EPISODE_ROUND_TRIP:
+        closed |= now
+        for r in (L.S_BUY_QTY, L.S_SELL_QTY, L.S_MKT_QTY, L.S_MKT_FLAT):
+            si[r, now] = 0
 
 
 def walk(sim, idx, side, qty, rows, flatten, oid):

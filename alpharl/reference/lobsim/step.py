@@ -51,15 +51,26 @@ The semantics, in the order one env step applies them to every backtest
    midpoint orders) never touch displayed queues, or with ``off_tick_trades =
    "nearest"`` are replayed at the tick hftbacktest rounds them onto.
 4. **Round trip**: fills that reduce the position are clipped at flat; when
-   the position comes back to flat the episode ends at that event (resting and
-   pending orders are cancelled; the remaining events only move the cursor).
+   the position comes back to flat a round trip closes at that event: it is
+   counted (``trips``) and the equity then (= cash) is kept as the next trade's
+   start (``trip_base``). With ``episode_end = "round_trip"`` the episode ends
+   there (resting and pending orders are cancelled; the remaining events only
+   move the cursor); with "horizon" the episode and the orders go on.
 5. **End of step**: the window ends after ``episode_steps`` steps (truncated;
-   with ``force_flatten`` the position closes at market on the last snapshot).
-   reward = equity - equity at the previous step end (equity = cash +
-   inventory x mid, fees already in cash), so an episode's rewards sum to its
-   final equity = the trade's PnL. Labels compare the mid after the step with
-   the mid before it. Done backtests get the reset state (select on done; the
-   PRNG draws one start offset every step) and the observation is written.
+   with ``force_flatten`` the position closes at market on the last snapshot);
+   with ``episode_steps = 0`` the window is the whole data from row 0
+   (layout.window_steps). reward = equity - equity at the previous step end
+   (equity = cash + inventory x mid, fees already in cash), so an episode's
+   rewards sum to its final equity; less, with ``inventory_penalty`` lambda,
+   float32(lambda x |inventory| x tick $) (the inventory after the step, in
+   float32 after the equity change, so the penalised reward is exactly the
+   plain one minus that term). A trade ends where a round trip closed this
+   step, or the window truncates an open position; its PnL (trade_pnl) is the
+   equity at its end less trip_base, so the trades' PnLs sum to the episode's
+   final equity and, round trip per episode, a trade's rewards sum to its PnL.
+   Labels compare the mid after the step with the mid before it. Done
+   backtests get the reset state (select on done; the PRNG draws one start
+   offset every step) and the observation is written.
 
 The historical book is replayed unchanged: our orders never change it, so two
 market orders against the same snapshot would both see its full depth; a
@@ -88,7 +99,7 @@ from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
-from alpharl.sim.fills import upgrade_ring
+from alpharl.sim.upgrade import upgrade_state
 from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
@@ -129,7 +140,8 @@ class ReferenceLobSim(StepOutputs):
         self.times = row_times(market, params)
         self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
         self.tick_dollars = float(self.fp[L.FP_TICK_DOLLARS])
-        self.span = max(n_rows - params.window_events, 1)
+        self.window_steps = int(self.ip[L.IP_EPISODE_STEPS])    # episode_steps, or one pass's steps
+        self.span = int(self.ip[L.IP_START_SPAN])
         self.obs_dim = L.obs_dim(params.obs_levels)
         cap = max(params.fills_log_capacity, 1)
         self.state_i = np.zeros((L.N_STATE_I, self.B), _I32)
@@ -168,6 +180,7 @@ class ReferenceLobSim(StepOutputs):
         row0 = self._row0()
         mid_before = mid2(self.book, row0)
         closed = np.zeros(self.B, bool)
+        trips0, base0 = si[L.S_TRIPS].copy(), sf[L.F_TRIP_BASE].copy()
         place_orders(self, actions, row0)
         activate(self, row0, closed)
         for j in range(1, E + 1):
@@ -179,7 +192,7 @@ class ReferenceLobSim(StepOutputs):
         row_e = row0 + E
         si[L.S_STEP_IN_EP] += 1
         si[L.S_STEP] += 1
-        trunc = ~closed & (si[L.S_STEP_IN_EP] >= self.params.episode_steps)
+        trunc = ~closed & (si[L.S_STEP_IN_EP] >= self.window_steps)
         flat = trunc & (self.ip[L.IP_FORCE_FLATTEN] != 0) & (si[L.S_INVENTORY] != 0)
         idx = b[flat]
         oid = si[L.S_NEXT_OID, idx].copy()
@@ -188,13 +201,16 @@ class ReferenceLobSim(StepOutputs):
         mid_e = mid2(self.book, row_e)
         equity = sf[L.F_CASH] + si[L.S_INVENTORY] * (mid_e * (0.5 * self.tick_dollars))
         done = closed | trunc
-        trade_done = done & (si[L.S_WAS_OPEN] != 0)
+        open_end = trunc & (si[L.S_WAS_OPEN] != 0)        # the window ends a trade still open
+        trade_done = (si[L.S_TRIPS] != trips0) | open_end
+        base = sf[L.F_TRIP_BASE]
+        penalty = (self.fp[L.FP_INV_PENALTY] * np.abs(si[L.S_INVENTORY]) * self.tick_dollars).astype(np.float32)
         o = self.out
-        o[L.OUT_REWARD] = (equity - sf[L.F_EQUITY]).astype(np.float32)
+        o[L.OUT_REWARD] = (equity - sf[L.F_EQUITY]).astype(np.float32) - penalty
         o[L.OUT_DONE] = done
         o[L.OUT_TRUNCATED] = trunc
         o[L.OUT_TRADE_DONE] = trade_done
-        o[L.OUT_TRADE_PNL] = np.where(trade_done, equity, 0.0).astype(np.float32)
+        o[L.OUT_TRADE_PNL] = ((base - base0) + np.where(open_end, equity - base, 0.0)).astype(np.float32)
         o[L.OUT_LABEL_UP] = mid_e > mid_before
         safe = np.where(mid_before != 0, mid_before, 1).astype(np.float64)
         o[L.OUT_LABEL_RET] = np.where(mid_before != 0, (mid_e - mid_before) / safe, 0.0).astype(np.float32)
@@ -229,7 +245,7 @@ class ReferenceLobSim(StepOutputs):
         return d
 
     def load_state_dict(self, d: dict) -> None:
-        d = upgrade_ring(d)
+        d = upgrade_state(d)
         for k in ("state_i", "state_f", "rng", "fills_i", "fills_f", "fills_t", "out"):
             getattr(self, k)[...] = d[k]
         self.obs_buf[...] = d["obs"]

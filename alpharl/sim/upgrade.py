@@ -1,0 +1,30 @@
+"""Simulator states written by earlier versions, read in today's layout.
+
+A checkpoint holds the simulator's state arrays; fields added since are filled
+with the value they would have had: 0 (the round trips counted since reset, the
+equity at the last round trip: in the only episode mode those versions had, an
+episode starts flat at cash 0), and the fills ring's new fields
+(``fills.upgrade_ring``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from alpharl.sim import layout as L
+from alpharl.sim.fills import upgrade_ring
+
+
+def upgrade_state(d: dict) -> dict:
+    """``d`` (a LobSim / ReferenceLobSim state_dict) in today's layout; refused in one line when its
+    state rows match no version this one reads."""
+    d = upgrade_ring(d)
+    si, sf = np.asarray(d["state_i"]), np.asarray(d["state_f"])
+    if si.shape[0] == L.N_STATE_I - 1:   # before S_TRIPS (inserted before the mid history)
+        new = np.zeros((L.N_STATE_I,) + si.shape[1:], si.dtype)
+        new[:L.S_TRIPS], new[L.S_MID_HIST:] = si[:L.S_TRIPS], si[L.S_TRIPS:]
+        d = d | {"state_i": new}
+    if sf.shape[0] == L.N_STATE_F - 1:   # before F_TRIP_BASE (the last row)
+        d = d | {"state_f": np.concatenate([sf, np.zeros((1,) + sf.shape[1:], sf.dtype)])}
+    if d["state_i"].shape[0] != L.N_STATE_I or d["state_f"].shape[0] != L.N_STATE_F:
+        raise ValueError(f"simulator state of {si.shape[0]} int and {sf.shape[0]} float rows: this version reads "
+                         f"{L.N_STATE_I} and {L.N_STATE_F} (or the layout before round trips were counted)")
+    return d
