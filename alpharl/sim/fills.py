@@ -36,17 +36,6 @@ FILLS_SCHEMA = pa.schema([
 ])
 
 
-def upgrade_ring(d: dict) -> dict:
-    """A simulator state_dict ``d`` written before the fill records held their time and queue at
-    fill, in today's layout: those fields of its records read 0 (NO_TIME for the time)."""
-    fi = d["fills_i"]
-    if "fills_t" in d and fi.shape[-1] == L.N_FILL_I:
-        return d
-    ring = np.zeros(fi.shape[:-1] + (L.N_FILL_I,), fi.dtype)
-    ring[..., :fi.shape[-1]] = fi
-    return d | {"fills_i": ring, "fills_t": np.full(fi.shape[:-1], L.NO_TIME, np.int64)}
-
-
 def drain_fills(sim, last_head: np.ndarray) -> tuple[pa.Table, np.ndarray, int]:
     """Fill records of ``sim`` (LobSim or ReferenceLobSim) written since ``last_head`` (int64[B]).
 

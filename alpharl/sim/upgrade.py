@@ -3,14 +3,23 @@
 A checkpoint holds the simulator's state arrays; fields added since are filled
 with the value they would have had: 0 (the round trips counted since reset, the
 equity at the last round trip: in the only episode mode those versions had, an
-episode starts flat at cash 0), and the fills ring's new fields
-(``fills.upgrade_ring``)."""
+episode starts flat at cash 0), and the fills ring's new fields (``upgrade_ring``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from alpharl.sim import layout as L
-from alpharl.sim.fills import upgrade_ring
+
+
+def upgrade_ring(d: dict) -> dict:
+    """A simulator state_dict ``d`` written before the fill records held their time and queue at
+    fill, in today's layout: those fields of its records read 0 (NO_TIME for the time)."""
+    fi = d["fills_i"]
+    if "fills_t" in d and fi.shape[-1] == L.N_FILL_I:
+        return d
+    ring = np.zeros(fi.shape[:-1] + (L.N_FILL_I,), fi.dtype)
+    ring[..., :fi.shape[-1]] = fi
+    return d | {"fills_i": ring, "fills_t": np.full(fi.shape[:-1], L.NO_TIME, np.int64)}
 
 
 def upgrade_state(d: dict) -> dict:

@@ -19,18 +19,16 @@ from alpharl import actions as A
 from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, level_size, side_cols, word
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
-from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER, FL_MAKER, FL_OID,
-                                FL_PRICE, FL_QA0, FL_QA_FILL, FL_QTY, FL_ROW, FL_SIDE, FL_STEP, FP_MAKER_FEE,
-                                FP_TAKER_FEE, FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED, IP_ENTRY_QUEUE,
-                                IP_FEE_MODE, IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY,
-                                IP_QUEUE_MODEL, IP_REQUOTE, IP_SYNTHETIC, LIVE, NO_TIME, O_LIVE_AT, O_OID, O_PX, O_QA,
-                                O_QA0, O_QTY, QUEUE_L3_FIFO, QUEUE_PROBABILISTIC, REQUOTE_KEEP,
-                                SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW, S_BUY_PX, S_BUY_QTY, S_CURSOR,
-                                S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
-                                S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP,
-                                S_WAS_OPEN)
-# the episode's end (close_if_flat)
-from alpharl.sim.layout import EPISODE_ROUND_TRIP, F_TRIP_BASE, IP_EPISODE_END, S_TRADE_STEPS, S_TRIPS
+from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EPISODE_ROUND_TRIP, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER,
+                                FL_MAKER, FL_OID, FL_PRICE, FL_QA0, FL_QA_FILL, FL_QTY, FL_ROW, FL_SIDE, FL_STEP,
+                                FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED,
+                                F_TRIP_BASE, IP_ENTRY_QUEUE, IP_EPISODE_END, IP_FEE_MODE, IP_FILL_CAP, IP_FILL_RULE,
+                                IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY, IP_QUEUE_MODEL, IP_REQUOTE, IP_SYNTHETIC,
+                                LIVE, NO_TIME, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY, QUEUE_L3_FIFO,
+                                QUEUE_PROBABILISTIC, REQUOTE_KEEP, SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW,
+                                S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT,
+                                S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW,
+                                S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN)
 
 @cuda.jit(device=True)
 def reduces(inv, side):

@@ -43,18 +43,16 @@ from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
-from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_TICK_DOLLARS, F_CASH, F_EQUITY,
-                                IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY, IP_FORCE_FLATTEN, IP_LATENCY,
-                                IP_LEVELS, IP_START_SPAN, IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EV_COLS, N_FP, N_IP,
-                                N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP,
-                                OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
-                                S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY,
-                                S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID,
-                                S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_LIVE_ROW, S_SELL_OID, S_SELL_PX,
-                                S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP, S_TRADE_STEPS,
-                                S_WAS_OPEN)
-# the episode's end: trades, the holding penalty
-from alpharl.sim.layout import FP_INV_PENALTY, F_TRIP_BASE, S_TRIPS
+from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_TICK_DOLLARS, F_CASH,
+                                F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY,
+                                IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_START_SPAN, IP_SYNTHETIC, IP_TIMED_ENTRY,
+                                LIVE, N_EV_COLS, N_FP, N_IP, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE,
+                                OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED,
+                                SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_PX,
+                                S_BUY_QA, S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST,
+                                S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT,
+                                S_SELL_LIVE_ROW, S_SELL_OID, S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD,
+                                S_STEP, S_STEP_IN_EP, S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN)
 from alpharl.sizes import cdiv
 
 #: Threads per block of lobsim_reset: one thread per backtest.

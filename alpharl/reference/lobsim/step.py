@@ -99,10 +99,10 @@ from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
-from alpharl.sim.upgrade import upgrade_state
 from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
+from alpharl.sim.upgrade import upgrade_state
 
 _I32 = np.int32
 
