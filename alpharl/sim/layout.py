@@ -74,8 +74,10 @@ ARRIVED_BEFORE = -1
  S_BUY_LIVE_ROW,  # row at which the resting buy order went live (l3_fifo: who is ahead of it)
  S_SELL_LIVE_ROW,
  S_TRIPS,         # round trips closed (open position back to flat by a fill) since reset()
+ S_BUY_POST,      # 1: the resting buy order is post-only by its order instruction (actions follow SimParams.post_only)
+ S_SELL_POST,
  S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
- ) = range(33)
+ ) = range(35)
 #: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
 O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
 #: Lags (env steps) of the recent mid returns in the observation.
@@ -90,8 +92,21 @@ STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_op
                  "buy_px", "buy_qty", "buy_qa", "buy_qa0", "buy_live_at", "buy_oid",
                  "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
                  "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled", "buy_live_row",
-                 "sell_live_row", "trips") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+                 "sell_live_row", "trips", "buy_post", "sell_post") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
 assert len(STATE_I_NAMES) == N_STATE_I
+
+# ---------------------------------------------------- order instructions
+#: Rows of the order-level input of a step, orders int32[N_ORD, B] (alpharl.sim.orders): for each
+#: side an operation on its one resting order (at ORD_BUY / ORD_SELL, fields OI_*), then a market
+#: order. All zeros is no instruction: the step is its action's alone.
+OI_OP, OI_PX, OI_QTY, OI_POST = range(4)   # operation (OP_*), price (ticks), shares, 1: post-only
+N_OI = 4
+ORD_BUY = 0
+ORD_SELL = N_OI
+ORD_MKT_QTY = 2 * N_OI                     # signed shares of a market order (+ buy, - sell; 0: none)
+N_ORD = ORD_MKT_QTY + 1
+#: Operations on a side's resting order: none, (re)place it at OI_PX x OI_QTY, cancel it.
+OP_NONE, OP_PLACE, OP_CANCEL = range(3)
 
 # ------------------------------------------------------------- state_f rows
 (F_CASH,          # $ (starts at 0 each episode)

@@ -8,6 +8,7 @@ arrays, is the ``numpy`` backend's simulator).
     sim = LobSim(market, SimParams(), n_backtests=B, seed=0)
     sim.reset()                      # host -> device seeding; not capturable
     sim.step(actions_d)              # int32[B] device array; launches only
+    sim.step(actions_d, orders_d)    # with order instructions int32[N_ORD, B] (alpharl.sim.orders)
     sim.obs, sim.reward, sim.done    # device arrays: [B, obs_dim], [B], [B]
 
 ``step`` only launches kernels on ``stream`` (no host sync, no copy), so it can
@@ -83,6 +84,8 @@ class LobSim(StepOutputs):
         self.fills_i = cuda.to_device(np.zeros((self.B, cap, L.N_FILL_I), np.int32), stream=st)
         self.fills_f = cuda.to_device(np.zeros((self.B, cap), np.float64), stream=st)
         self.fills_t = cuda.to_device(np.zeros((self.B, cap), np.int64), stream=st)
+        # the order instructions of a step without any (step's ``orders`` default): all zeros
+        self.no_orders = cuda.to_device(np.zeros((L.N_ORD, self.B), np.int32), stream=st)
         self._grid = k_step.sim_grid(self.B)
         self._block = k_step.SIM_BLOCK
         self.step_launch = step_launch(self.B, self.E, self.levels)
@@ -103,15 +106,17 @@ class LobSim(StepOutputs):
             self._events_flat, self._book_flat, self.seen_rows, self.ip, self.fp, self.state_i, self.state_f, self.rng,
             self.obs_d, self.out)
 
-    def step(self, actions) -> None:
-        """One env step; ``actions`` int32[B] device array. Launches only (graph-capturable)."""
+    def step(self, actions, orders=None) -> None:
+        """One env step; ``actions`` int32[B] device array; ``orders`` int32[N_ORD, B] device array of
+        order instructions (alpharl.sim.layout ORD_*; None: none). Launches only (graph-capturable)."""
         st = self.stream
         if self.synthetic:
             k_syn.lobsim_synth_flow[self._grid, self._block, st](
                 self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
         sl = self.step_launch
         k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
-            actions, self._events_flat, self._book_flat, self.live_rows, self.seen_rows, self.arrived, self.ip, self.fp,
+            actions, self.no_orders if orders is None else orders, self._events_flat, self._book_flat, self.live_rows,
+            self.seen_rows, self.arrived, self.ip, self.fp,
             self.state_i, self.state_f, self.rng,
             self.obs_d, self.out, self.fills_i, self.fills_f, self.fills_t, self.times, np.int32(sl.per_block),
             np.int32(sl.chunk))

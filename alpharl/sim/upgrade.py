@@ -27,13 +27,16 @@ def upgrade_state(d: dict) -> dict:
     state rows match no version this one reads."""
     d = upgrade_ring(d)
     si, sf = np.asarray(d["state_i"]), np.asarray(d["state_f"])
-    if si.shape[0] == L.N_STATE_I - 1:   # before S_TRIPS (inserted before the mid history)
-        new = np.zeros((L.N_STATE_I,) + si.shape[1:], si.dtype)
-        new[:L.S_TRIPS], new[L.S_MID_HIST:] = si[:L.S_TRIPS], si[L.S_TRIPS:]
-        d = d | {"state_i": new}
+    # rows inserted before the mid history since: S_TRIPS, then S_BUY_POST / S_SELL_POST (0: no
+    # instruction made an order post-only)
+    for first in (L.S_TRIPS, L.S_BUY_POST):
+        if si.shape[0] == first + L.N_MID_HIST:
+            new = np.zeros((L.N_STATE_I,) + si.shape[1:], si.dtype)
+            new[:first], new[L.S_MID_HIST:] = si[:first], si[first:]
+            d, si = d | {"state_i": new}, new
     if sf.shape[0] == L.N_STATE_F - 1:   # before F_TRIP_BASE (the last row)
         d = d | {"state_f": np.concatenate([sf, np.zeros((1,) + sf.shape[1:], sf.dtype)])}
     if d["state_i"].shape[0] != L.N_STATE_I or d["state_f"].shape[0] != L.N_STATE_F:
         raise ValueError(f"simulator state of {si.shape[0]} int and {sf.shape[0]} float rows: this version reads "
-                         f"{L.N_STATE_I} and {L.N_STATE_F} (or the layout before round trips were counted)")
+                         f"{L.N_STATE_I} and {L.N_STATE_F} (or an older layout of them)")
     return d

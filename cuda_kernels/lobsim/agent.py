@@ -28,7 +28,9 @@ from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EPISODE_ROUND_TRIP, FEE_PE
                                 QUEUE_PROBABILISTIC, REQUOTE_KEEP, SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW,
                                 S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT,
                                 S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW,
-                                S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN)
+                                S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN,
+                                S_BUY_POST, S_SELL_POST, ORD_BUY, ORD_SELL, ORD_MKT_QTY, OI_OP, OI_PX, OI_QTY, OI_POST,
+                                OP_CANCEL, OP_PLACE)
 
 @cuda.jit(device=True)
 def reduces(inv, side):
@@ -154,20 +156,21 @@ def walk(st, fs, b, side, qty, book, at, flatten, oid, pi, pf, fills_i, fills_f,
 
 
 @cuda.jit(device=True)
-def replace_limit(st, base, px, lot, live_at, oid, seen, keep):
+def replace_limit(st, base, px, qty, live_at, oid, seen, keep, post_row, post):
     """(Re)place the resting order at row ``base`` (S_BUY_PX / S_SELL_PX, a constant at each call
-    so the state stays in registers) at px, unless an order already rests there and ``keep``
-    (requote "keep"); returns whether an order was placed. Until it goes live its queue ahead
-    holds ``seen``, the size its price showed when it was sent (entry_queue "last_seen"; 0
-    otherwise)."""
+    so the state stays in registers) at px for qty shares, unless an order already rests there and
+    ``keep`` (requote "keep"); returns whether an order was placed. Until it goes live its queue
+    ahead holds ``seen``, the size its price showed when it was sent (entry_queue "last_seen"; 0
+    otherwise). ``post`` (1: post-only, an instruction's flag) goes to the side's ``post_row``."""
     if keep and st[base + O_QTY] > 0 and st[base + O_PX] == px:
         return False
     st[base + O_PX] = px
-    st[base + O_QTY] = lot
+    st[base + O_QTY] = qty
     st[base + O_QA] = seen
     st[base + O_QA0] = 0
     st[base + O_LIVE_AT] = live_at
     st[base + O_OID] = oid
+    st[post_row] = post
     return True
 
 
@@ -222,13 +225,13 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
             ok = has_bid and inv + max(mkt, 0) + lot <= maxp
             if ok:
                 seen = sent_size(book, at, vbook, vat, SIDE_BUY, px, pi[IP_LEVELS]) if last_seen else 0
-                placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen, keep)
+                placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen, keep, S_BUY_POST, 0)
         else:
             px = ask1 - 1 if improve and (not has_bid or ask1 - bid1 > 1) else ask1
             ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
             if ok:
                 seen = sent_size(book, at, vbook, vat, SIDE_SELL, px, pi[IP_LEVELS]) if last_seen else 0
-                placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen, keep)
+                placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen, keep, S_SELL_POST, 0)
         refused = not ok
     elif act == A.CANCEL or act == A.FLATTEN:
         st[S_BUY_QTY] = 0
@@ -248,11 +251,68 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
 
 
 @cuda.jit(device=True)
+def instruct_side(st, orders, b, side, base, post_row, ob, book, at, vbook, vat, live_at, new_oid, pi):
+    """The instruction orders[ob:ob + N_OI, b] on the resting ``side`` order (constant rows ``base``,
+    ``post_row``): cancel it, or (re)place it at an explicit price, size and post-only flag as order
+    ``new_oid`` (refused when its worst case passes max_position, as a join's is). Returns (the next
+    order id, 1 if refused)."""
+    op = orders[ob + OI_OP, b]
+    if op == OP_CANCEL:
+        st[base + O_QTY] = 0
+    elif op == OP_PLACE:
+        px = orders[ob + OI_PX, b]
+        qty = orders[ob + OI_QTY, b]
+        inv = st[S_INVENTORY]
+        mkt = st[S_MKT_QTY]
+        if side == SIDE_BUY:
+            ok = inv + max(mkt, 0) + qty <= pi[IP_MAX_POS]
+        else:
+            ok = inv + min(mkt, 0) - qty >= -pi[IP_MAX_POS]
+        if not (ok and qty > 0):
+            return new_oid, 1
+        seen = sent_size(book, at, vbook, vat, side, px, pi[IP_LEVELS]) if pi[IP_ENTRY_QUEUE] != 0 else 0
+        replace_limit(st, base, px, qty, live_at, new_oid, seen, False, post_row, orders[ob + OI_POST, b])
+        return new_oid + 1, 0
+    return new_oid, 0
+
+
+@cuda.jit(device=True)
+def place_instructions(st, orders, b, book, at, vbook, vat, live_at, pi):
+    """Backtest b's order instructions (orders[:, b], layout ORD_*), after its action and on the same
+    snapshots (place_orders): the buy side's, the sell side's, then a market order of signed size
+    that joins the pending one (refused, as a market action is, past max_position or with a flatten
+    pending). Each order placed takes the next id in that order; refusals are counted."""
+    oid, r_buy = instruct_side(st, orders, b, SIDE_BUY, S_BUY_PX, S_BUY_POST, ORD_BUY, book, at, vbook, vat,
+                               live_at, st[S_NEXT_OID], pi)
+    oid, r_sell = instruct_side(st, orders, b, SIDE_SELL, S_SELL_PX, S_SELL_POST, ORD_SELL, book, at, vbook, vat,
+                                live_at, oid, pi)
+    q = orders[ORD_MKT_QTY, b]
+    refused = r_buy + r_sell
+    if q != 0:
+        inv = st[S_INVENTORY]
+        mkt = st[S_MKT_QTY]
+        if q > 0:
+            ok = inv + st[S_BUY_QTY] + max(mkt, 0) + q <= pi[IP_MAX_POS]
+        else:
+            ok = inv - st[S_SELL_QTY] + min(mkt, 0) + q >= -pi[IP_MAX_POS]
+        if ok and st[S_MKT_FLAT] == 0:
+            if mkt == 0:
+                st[S_MKT_OID] = oid
+                oid += 1
+            st[S_MKT_QTY] = mkt + q
+            st[S_MKT_LIVE_AT] = live_at
+        else:
+            refused += 1
+    st[S_NEXT_OID] = oid
+    st[S_REFUSED] += refused
+
+
+@cuda.jit(device=True)
 def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times):
     """A pending limit order whose latency ran out goes live: queue ahead = visible size at its
     price (entry_queue "last_seen": the size seen at placement when the price is now out of
-    view); a marketable one fills at once as a taker at the best opposite price, or, post-only,
-    is cancelled (and counted)."""
+    view); a marketable one fills at once as a taker at the best opposite price, or, post-only
+    (SimParams.post_only, or its instruction's flag), is cancelled (and counted)."""
     qty = st[base + O_QTY]
     la = st[base + O_LIVE_AT]
     if qty > 0 and la != LIVE and la <= st[S_CURSOR]:
@@ -270,7 +330,7 @@ def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i,
         st[base + O_LIVE_AT] = LIVE
         st[live_row_of(side)] = st[S_CURSOR]
         if marketable:
-            if pi[IP_POST_ONLY] != 0:
+            if pi[IP_POST_ONLY] != 0 or st[post_row_of(side)] != 0:
                 st[S_POST_CANCELLED] += 1
             else:
                 book_fill(st, fs, b, side, qty, opp, 0, 0, st[base + O_OID], 0, 0, pi, pf, fills_i, fills_f, fills_t,
@@ -304,6 +364,12 @@ def activate(st, fs, b, book, at, ask1, bid1, pi, pf, fills_i, fills_f, fills_t,
 def live_row_of(side):
     """State row of the row at which the resting ``side`` order went live."""
     return S_BUY_LIVE_ROW if side == SIDE_BUY else S_SELL_LIVE_ROW
+
+
+@cuda.jit(device=True)
+def post_row_of(side):
+    """State row of the resting ``side`` order's post-only flag (an instruction's)."""
+    return S_BUY_POST if side == SIDE_BUY else S_SELL_POST
 
 
 @cuda.jit(device=True)

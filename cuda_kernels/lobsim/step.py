@@ -34,25 +34,18 @@ the observation alone, for the tests.
 """
 from __future__ import annotations
 
-from numba import cuda, float32, float64, int32, uint32
+from numba import cuda, float64, int32, uint32
 
-from alpharl.cuda_kernels.lobsim.agent import activate, close_if_flat, order_event, place_orders, walk
-from alpharl.cuda_kernels.lobsim.book import level_caps, mid2, mid2_of, word
+from alpharl.cuda_kernels.lobsim.backtest import (end_step, has_orders, observe_next, replay_event, restart,
+                                                  send_orders, start_backtest)
+from alpharl.cuda_kernels.lobsim.agent import activate
+from alpharl.cuda_kernels.lobsim.book import mid2_of, word
 from alpharl.cuda_kernels.lobsim.observe import write_obs
 from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
-from alpharl.prng import xorshift32
-from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_TICK_DOLLARS, F_CASH,
-                                F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY,
-                                IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_START_SPAN, IP_SYNTHETIC, IP_TIMED_ENTRY,
-                                LIVE, N_EV_COLS, N_FP, N_IP, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE,
-                                OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED,
-                                SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_PX,
-                                S_BUY_QA, S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST,
-                                S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT,
-                                S_SELL_LIVE_ROW, S_SELL_OID, S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD,
-                                S_STEP, S_STEP_IN_EP, S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN)
+from alpharl.sim.layout import (BOOK_COLS, F_TRIP_BASE, IP_EVENTS_PER_STEP, IP_LEVELS, IP_SYNTHETIC, N_EV_COLS, N_FP,
+                                N_IP, N_STATE_F, N_STATE_I, S_CURSOR, S_TRIPS)
 from alpharl.sizes import cdiv
 
 #: Threads per block of lobsim_reset: one thread per backtest.
@@ -62,36 +55,6 @@ SIM_BLOCK = 128
 def sim_grid(n: int) -> int:
     """Blocks of SIM_BLOCK threads covering n backtests."""
     return cdiv(n, SIM_BLOCK)
-
-
-@cuda.jit(device=True)
-def draw_start(rs, pi):
-    """Advance the PRNG state rs[0] one step; a uniform episode start in [0, span), span the
-    packed IP_START_SPAN (layout.pack_params: the whole window fits in the data; one pass: 1)."""
-    x = xorshift32(rs[0])
-    rs[0] = x
-    return int32(x % uint32(pi[IP_START_SPAN]))
-
-
-@cuda.jit(device=True)
-def has_orders(st):
-    """True while the backtest has a resting, pending or market order."""
-    return st[S_BUY_QTY] > 0 or st[S_SELL_QTY] > 0 or st[S_MKT_QTY] != 0 or st[S_MKT_FLAT] != 0
-
-
-@cuda.jit(device=True)
-def select_reset(st, fs, done):
-    """Branch-free reset of the episode state: every field keeps its value or, when ``done``,
-    takes the fresh-episode value (orders gone, flat, zero money)."""
-    for r in (S_STEP_IN_EP, S_INVENTORY, S_WAS_OPEN, S_TRADE_STEPS, S_BOUGHT, S_SOLD,
-              S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID, S_BUY_LIVE_ROW,
-              S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID, S_SELL_LIVE_ROW,
-              S_MKT_QTY, S_MKT_FLAT, S_MKT_OID):
-        st[r] = 0 if done else st[r]
-    for r in (S_BUY_LIVE_AT, S_SELL_LIVE_AT, S_MKT_LIVE_AT):
-        st[r] = LIVE if done else st[r]
-    for r in range(N_STATE_F):
-        fs[r] = float64(0.0) if done else fs[r]
 
 
 @cuda.jit(device=True)
@@ -123,15 +86,16 @@ def store_state(st, fs, rs, si, sf, rng, b):
     rng[b] = rs[0]
 
 
-@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
+@kernel("void(int32[::1], int32[:, ::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
         "float64[::1], int32[:, ::1], float64[:, ::1], uint32[::1], float32[:, ::1], float32[:, ::1], "
         "int32[:, :, ::1], float64[:, ::1], int64[:, ::1], int64[::1], int32, int32)")
-def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
+def lobsim_step(actions, orders, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
                 fills_f, fills_t, times, per_block, chunk):
     """One env step of every backtest: action, E events with queue fills, reward / done /
     labels, branch-free auto-reset, observation.
 
-    actions int32[B]; events/book the market tables, flat (rows of N_EV_COLS / 4L words);
+    actions int32[B]; orders int32[N_ORD, B] the order instructions (layout ORD_*; zeros: none), applied
+    after the action; events/book the market tables, flat (rows of N_EV_COLS / 4L words);
     live_rows / seen_rows the latencies in time as rows (alpharl.sim.market.LatencyRows); arrived the
     row each event's order arrived at (l3_fifo, alpharl.sim.market.order_arrivals); ip/fp
     packed SimParams; si int32[N_STATE_I, B], sf float64[N_STATE_F, B], rng uint32[B] (updated);
@@ -208,15 +172,7 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
             ev0 = row0 * N_EV_COLS
         if j0 == 0 and mine:
             mid_before = mid2_of(word(mb, sb0 + ASK_PRICE), word(mb, sb0 + BID_PRICE))
-            # 1. the action on the snapshot the agent saw (feed latency: an older row, read from the
-            # global table); its orders go live latency_events later, or at the row the entry
-            # latency in time reaches (host-computed)
-            seen_b, seen_at = mb, sb0
-            if pi[IP_FEED_DELAY] != 0:
-                seen_b, seen_at = book, seen_rows[row0] * width
-            live_at = live_rows[row0] if pi[IP_TIMED_ENTRY] != 0 else st[S_CURSOR] + pi[IP_LATENCY]
-            place_orders(st, act, word(seen_b, seen_at + ASK_PRICE), word(seen_b, seen_at + BID_PRICE), mb, sb0,
-                         seen_b, seen_at, live_at, pi)
+            send_orders(st, act, orders, b, mb, sb0, book, row0, width, live_rows, seen_rows, pi)
         # 2-4. pass i = 0 (first chunk only): orders with no latency act on the snapshot the agent
         # saw; pass i > 0: replay the chunk's event i against our orders, then activate on the
         # book after it (one inlined copy of activate for both). Once the episode closed or no
@@ -230,21 +186,8 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
             bid1 = word(mb, at1 + BID_PRICE)
             if i > 0:
                 j += 1
-                e1 = ev0 + i * N_EV_COLS
-                t = word(me, e1 + EV_TYPE)
-                d = word(me, e1 + EV_DIR)
-                s = word(me, e1 + EV_SIZE)
-                p = word(me, e1 + EV_PRICE)
-                # the queue caps at the orders' prices (read only for live orders)
-                cap_buy, cap_sell = level_caps(mb, at1, st[S_BUY_PX], st[S_SELL_PX], nl)
-                order_event(st, fs, rs, b, SIDE_BUY, S_BUY_PX, t, d, s, p, ask1, bid1, cap_buy, mb, at1 - width,
-                            arrived, pi, pf, fills_i, fills_f, fills_t, times)
-                closed = close_if_flat(st, fs, pi)
-                if not closed:
-                    order_event(st, fs, rs, b, SIDE_SELL, S_SELL_PX, t, d, s, p, ask1, bid1, cap_sell, mb,
-                                at1 - width, arrived, pi, pf, fills_i, fills_f, fills_t, times)
-                    closed = close_if_flat(st, fs, pi)
-                st[S_CURSOR] += 1
+                closed = replay_event(st, fs, rs, b, me, ev0 + i * N_EV_COLS, mb, at1, ask1, bid1, width, arrived,
+                                      pi, pf, fills_i, fills_f, fills_t, times)
             if not closed:
                 closed = activate(st, fs, b, mb, at1, ask1, bid1, pi, pf, fills_i, fills_f, fills_t, times)
             walking = not closed and has_orders(st)
@@ -264,62 +207,18 @@ def lobsim_step(actions, events, book, live_rows, seen_rows, arrived, ip, fp, si
         at_e = sb0 + last_n * width if staged_end else sb0
         if not staged_end:
             copy_row(book, row_e * width, sm, at_e, width)
-    st[S_STEP_IN_EP] += 1
-    st[S_STEP] += 1
-    trunc = (not closed) and st[S_STEP_IN_EP] >= pi[IP_EPISODE_STEPS]
-    inv = st[S_INVENTORY]
-    if trunc and pi[IP_FORCE_FLATTEN] != 0 and inv != 0:
-        oid = st[S_NEXT_OID]
-        st[S_NEXT_OID] = oid + 1
-        walk(st, fs, b, SIDE_SELL if inv > 0 else SIDE_BUY, abs(inv), mb, at_e, True, oid, pi, pf,
-             fills_i, fills_f, fills_t, times)
-    inv = st[S_INVENTORY]
-    mid_e = mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
-    equity = fs[F_CASH] + float64(inv) * (float64(mid_e) * (float64(0.5) * pf[FP_TICK_DOLLARS]))
-    done = closed or trunc
-    open_end = trunc and st[S_WAS_OPEN] != 0      # the window ends a trade still open
-    trade_done = st[S_TRIPS] != trips0 or open_end
-    base = fs[F_TRIP_BASE]
-    penalty = float32(pf[FP_INV_PENALTY] * float64(abs(inv)) * pf[FP_TICK_DOLLARS])
-    out[OUT_REWARD, b] = float32(equity - fs[F_EQUITY]) - penalty
-    out[OUT_DONE, b] = float32(1.0) if done else float32(0.0)
-    out[OUT_TRUNCATED, b] = float32(1.0) if trunc else float32(0.0)
-    out[OUT_TRADE_DONE, b] = float32(1.0) if trade_done else float32(0.0)
-    out[OUT_TRADE_PNL, b] = float32((base - base0) + (equity - base if open_end else float64(0.0)))
-    out[OUT_LABEL_UP, b] = float32(1.0) if mid_e > mid_before else float32(0.0)
-    out[OUT_LABEL_RET, b] = (float32(float64(mid_e - mid_before) / float64(mid_before))
-                             if mid_before != 0 else float32(0.0))
-    if inv != 0:
-        st[S_TRADE_STEPS] += 1
-    feed = pi[IP_FEED_DELAY] != 0            # the observation's mids and book come from the seen rows
-    for k in range(N_MID_HIST - 1, 0, -1):
-        st[S_MID_HIST + k] = st[S_MID_HIST + k - 1]
-    st[S_MID_HIST] = mid2(book, seen_rows[row_e] * width) if feed else mid_e
-    fs[F_EQUITY] = equity
-    if done:
-        st[S_EPISODE] += 1
+    done, mid_e = end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book, seen_rows, width, pi,
+                           pf, out, fills_i, fills_f, fills_t, times)
 
-    # 6. branch-free auto-reset (a start is drawn every step), then the next observation (staged:
-    # a new start's book row is copied over the slot row of row_e, no longer needed)
-    start = draw_start(rs, pi)
-    if not synthetic:
-        st[S_CURSOR] = start if done else st[S_CURSOR]
-    select_reset(st, fs, done)
-    row = row_e if synthetic else st[S_CURSOR]
+    # 6. branch-free auto-reset, then the next observation (staged: a new start's book row is
+    # copied over the slot row of row_e, no longer needed)
+    row = restart(st, fs, rs, done, row_e, pi)
     if row != row_e:
         if staged:
             copy_row(book, row * width, sm, at_e, width)
         else:
             at_e = row * width
-    ob_b, ob_at = mb, at_e
-    if feed:
-        ob_b, ob_at = book, seen_rows[row] * width
-        m_new = mid2(ob_b, ob_at)
-    else:
-        m_new = mid_e if row == row_e else mid2_of(word(mb, at_e + ASK_PRICE), word(mb, at_e + BID_PRICE))
-    for k in range(N_MID_HIST):
-        st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
-    write_obs(st, fs, b, ob_b, ob_at, pi, pf, obs)
+    observe_next(st, fs, b, mb, at_e, row, row_e, mid_e, done, book, seen_rows, width, pi, pf, obs)
 
     # 7. the one store of the state
     store_state(st, fs, rs, si, sf, rng, b)
@@ -340,25 +239,8 @@ def lobsim_reset(events, book, seen_rows, ip, fp, si, sf, rng, obs, out):
     st = cuda.local.array(N_STATE_I, int32)
     fs = cuda.local.array(N_STATE_F, float64)
     rs = cuda.local.array(1, uint32)
-    for r in range(N_STATE_I):
-        st[r] = 0
-    for r in range(N_STATE_F):
-        fs[r] = float64(0.0)
     rs[0] = rng[b]
-    for k in range(N_OUT):
-        out[k, b] = float32(0.0)
-    synthetic = pi[IP_SYNTHETIC] != 0
-    start = draw_start(rs, pi)
-    st[S_CURSOR] = 0 if synthetic else start
-    select_reset(st, fs, True)
-    row = b * (pi[IP_EVENTS_PER_STEP] + 1) + pi[IP_EVENTS_PER_STEP] if synthetic else st[S_CURSOR]
-    if pi[IP_FEED_DELAY] != 0:
-        row = seen_rows[row]
-    at = row * BOOK_COLS * pi[IP_LEVELS]
-    m = mid2_of(word(book, at + ASK_PRICE), word(book, at + BID_PRICE))
-    for k in range(N_MID_HIST):
-        st[S_MID_HIST + k] = m
-    write_obs(st, fs, b, book, at, pi, pf, obs)
+    start_backtest(st, fs, rs, b, book, seen_rows, pi, pf, obs, out)
     store_state(st, fs, rs, si, sf, rng, b)
 
 

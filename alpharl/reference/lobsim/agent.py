@@ -185,6 +185,7 @@ def place_orders(sim, act, row0):
         si[base + L.O_QA0] = np.where(go, 0, si[base + L.O_QA0])
         si[base + L.O_LIVE_AT] = np.where(go, live_at, si[base + L.O_LIVE_AT])
         si[base + L.O_OID] = np.where(go, new_oid, si[base + L.O_OID])
+        si[_post_row(side)] = np.where(go, 0, si[_post_row(side)])     # actions follow SimParams.post_only
 
     # cancel / flatten: drop both resting orders; flatten replaces any pending market order
     cancel = (act == A.CANCEL) | (act == A.FLATTEN)
@@ -199,6 +200,54 @@ def place_orders(sim, act, row0):
     si[L.S_MKT_OID] = np.where(go, new_oid, si[L.S_MKT_OID])
 
     si[L.S_NEXT_OID] += placed
+    si[L.S_REFUSED] += refused
+
+
+def place_instructions(sim, orders, row0):
+    """The order instructions ``orders`` int32[N_ORD, B] (layout ORD_*) after the actions, at the cursor
+    rows ``row0`` (place_orders' snapshots and entry latency): per side cancel or (re)place the resting
+    order at an explicit price, size and post-only flag (refused past max_position, as a join is),
+    then a market order of signed size joining the pending one (refused as a market action is). Ids
+    go buy, sell, market, one per order placed; refusals are counted."""
+    si, p = sim.state_i, sim.params
+    maxp = p.max_position
+    orders = np.asarray(orders).astype(np.int64)
+    live_at = sim.live_rows[row0] if sim.ip[L.IP_TIMED_ENTRY] else si[L.S_CURSOR] + p.latency_events
+    seen_rows = sim._seen(row0)
+    oid = si[L.S_NEXT_OID].astype(np.int64)
+    refused = np.zeros(sim.B, np.int64)
+    for side, base, ob in ((L.SIDE_BUY, L.S_BUY_PX, L.ORD_BUY), (L.SIDE_SELL, L.S_SELL_PX, L.ORD_SELL)):
+        op, px, qty = orders[ob + L.OI_OP], orders[ob + L.OI_PX], orders[ob + L.OI_QTY]
+        si[base + L.O_QTY] = np.where(op == L.OP_CANCEL, 0, si[base + L.O_QTY])
+        inv, mkt = si[L.S_INVENTORY].astype(np.int64), si[L.S_MKT_QTY].astype(np.int64)
+        if side == L.SIDE_BUY:
+            ok = inv + np.maximum(mkt, 0) + qty <= maxp
+        else:
+            ok = inv + np.minimum(mkt, 0) - qty >= -maxp
+        want = op == L.OP_PLACE
+        go = want & ok & (qty > 0)
+        refused += want & ~go
+        seen = np.zeros(sim.B, np.int64)
+        if sim.ip[L.IP_ENTRY_QUEUE] != 0:
+            now = level_size(sim.book, row0, side, px, sim.levels)
+            out = level_cap(sim.book, row0, side, px, sim.levels) == L.CAP_UNKNOWN
+            seen = np.where(out, level_size(sim.book, seen_rows, side, px, sim.levels), now)
+        for off, v in ((L.O_PX, px), (L.O_QTY, qty), (L.O_QA, seen), (L.O_QA0, 0), (L.O_LIVE_AT, live_at),
+                       (L.O_OID, oid)):
+            si[base + off] = np.where(go, v, si[base + off])
+        si[_post_row(side)] = np.where(go, orders[ob + L.OI_POST], si[_post_row(side)])
+        oid = oid + go
+    q = orders[L.ORD_MKT_QTY]
+    inv, mkt = si[L.S_INVENTORY].astype(np.int64), si[L.S_MKT_QTY].astype(np.int64)
+    ok = np.where(q > 0, inv + si[L.S_BUY_QTY] + np.maximum(mkt, 0) + q <= maxp,
+                  inv - si[L.S_SELL_QTY] + np.minimum(mkt, 0) + q >= -maxp)
+    go = (q != 0) & ok & (si[L.S_MKT_FLAT] == 0)
+    refused += (q != 0) & ~go
+    fresh = go & (mkt == 0)
+    si[L.S_MKT_OID] = np.where(fresh, oid, si[L.S_MKT_OID])
+    si[L.S_MKT_QTY] = np.where(go, mkt + q, si[L.S_MKT_QTY])
+    si[L.S_MKT_LIVE_AT] = np.where(go, live_at, si[L.S_MKT_LIVE_AT])
+    si[L.S_NEXT_OID] = oid + fresh
     si[L.S_REFUSED] += refused
 
 
@@ -241,12 +290,13 @@ def activate(sim, rows, closed):
         si[base + L.O_QA0, idx] = np.where(marketable, 0, qa)
         si[base + L.O_LIVE_AT, idx] = L.LIVE
         si[_live_row(side), idx] = cur[idx]
+        # post-only: SimParams.post_only, or the order instruction's flag
+        post = (si[_post_row(side), idx] != 0) | bool(sim.ip[L.IP_POST_ONLY])
+        si[L.S_POST_CANCELLED, idx[marketable & post]] += 1
+        t = idx[marketable & ~post]
+        book_fill(sim, t, side, si[base + L.O_QTY, t].astype(np.int64), opp[marketable & ~post], False, 0,
+                  si[base + L.O_OID, t], 0, 0)
         t = idx[marketable]
-        if sim.ip[L.IP_POST_ONLY]:
-            si[L.S_POST_CANCELLED, t] += 1
-        else:
-            book_fill(sim, t, side, si[base + L.O_QTY, t].astype(np.int64), opp[marketable], False, 0,
-                      si[base + L.O_OID, t], 0, 0)
         si[base + L.O_QTY, t] = 0
         close_if_flat(sim, closed)
 
@@ -254,6 +304,11 @@ def activate(sim, rows, closed):
 def _live_row(side):
     """State row of the row at which the resting ``side`` order went live."""
     return L.S_BUY_LIVE_ROW if side == L.SIDE_BUY else L.S_SELL_LIVE_ROW
+
+
+def _post_row(side):
+    """State row of the resting ``side`` order's post-only flag (an instruction's)."""
+    return L.S_BUY_POST if side == L.SIDE_BUY else L.S_SELL_POST
 
 
 def order_event(sim, side, r0, r1, closed):

@@ -21,7 +21,12 @@ The semantics, in the order one env step applies them to every backtest
    market. Improving when the spread is one tick joins instead. Orders are
    refused (counted in ``refused``) when their side of the book is empty or
    when the worst case of the inventory plus every order on that side would
-   pass ``max_position``. Every order goes live ``latency_events`` events later,
+   pass ``max_position``. **Order instructions** (``step``'s ``orders``,
+   layout ORD_*, alpharl.sim.orders drives them) follow the action on the
+   same snapshot: per side cancel the resting order, or (re)place it at an
+   explicit price (ticks), size and post-only flag (refused past
+   ``max_position`` as a join is); then a market order of signed size joins
+   the pending one. Every order goes live ``latency_events`` events later,
    or with ``entry_latency_ns`` after the last event at time <= t + latency
    (t: the cursor's time). With ``feed_latency_ns`` the snapshot the agent
    sees (its observation, its join / improve prices) is the last row at time
@@ -33,8 +38,8 @@ The semantics, in the order one env step applies them to every backtest
    "whole_order"`` the best level takes the whole order). A limit order going
    live takes ``queue_ahead`` = the visible size at its price (0 when the price
    improves the book); one that is marketable by then fills at once as a taker
-   at the best opposite price, or with ``post_only`` is cancelled (counted in
-   ``post_cancelled``).
+   at the best opposite price, or with ``post_only`` (or its instruction's
+   post-only flag) is cancelled (counted in ``post_cancelled``).
 3. **Events** ``c+1 .. c+E``; for each live resting order (buy first):
    an execution (types 4/5) of a same-side limit order at our price consumes
    the queue ahead; an excess over it fills us by ``fill_rule``: "partial"
@@ -94,7 +99,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpharl.prng import STREAM_SIM, seed_lanes, xorshift32_np
-from alpharl.reference.lobsim.agent import activate, order_event, place_orders, walk
+from alpharl.reference.lobsim.agent import activate, order_event, place_instructions, place_orders, walk
 from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
@@ -170,8 +175,9 @@ class ReferenceLobSim(StepOutputs):
         self.state_i[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST] = mid2(self.book, row)[None, :]
         write_obs(self.obs_buf, self.book, row, self.state_i, self.state_f, self.ip, self.fp)
 
-    def step(self, actions) -> None:
-        """One env step of every backtest with actions int32[B] (alpharl.actions ids)."""
+    def step(self, actions, orders=None) -> None:
+        """One env step of every backtest with actions int32[B] (alpharl.actions ids) and order
+        instructions ``orders`` int32[N_ORD, B] (alpharl.sim.layout ORD_*; None: none)."""
         si, sf, E = self.state_i, self.state_f, self.E
         actions = np.asarray(actions).astype(_I32)
         if self.synthetic:
@@ -182,6 +188,8 @@ class ReferenceLobSim(StepOutputs):
         closed = np.zeros(self.B, bool)
         trips0, base0 = si[L.S_TRIPS].copy(), sf[L.F_TRIP_BASE].copy()
         place_orders(self, actions, row0)
+        if orders is not None:
+            place_instructions(self, orders, row0)
         activate(self, row0, closed)
         for j in range(1, E + 1):
             r0, r1 = row0 + j - 1, row0 + j
@@ -291,7 +299,7 @@ class ReferenceLobSim(StepOutputs):
         for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
                   L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID, L.S_BUY_LIVE_ROW,
                   L.S_SELL_PX, L.S_SELL_QTY, L.S_SELL_QA, L.S_SELL_QA0, L.S_SELL_OID, L.S_SELL_LIVE_ROW,
-                  L.S_MKT_QTY, L.S_MKT_FLAT, L.S_MKT_OID):
+                  L.S_MKT_QTY, L.S_MKT_FLAT, L.S_MKT_OID, L.S_BUY_POST, L.S_SELL_POST):
             si[r] = np.where(done, 0, si[r])
         for r in (L.S_BUY_LIVE_AT, L.S_SELL_LIVE_AT, L.S_MKT_LIVE_AT):
             si[r] = np.where(done, L.LIVE, si[r])
