@@ -25,7 +25,7 @@ from alpharl.cuda_kernels.lobsim import synthetic as k_syn
 from alpharl.cuda_kernels.lobsim.stage import step_launch
 from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_lanes, seed_states
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream, row_times
+from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 from alpharl.sim.upgrade import upgrade_state
@@ -59,9 +59,7 @@ class LobSim(StepOutputs):
             rs = replay_stream(market, params.off_tick_trades)
             self.levels, self.tick = rs.levels, rs.tick
             n_rows = rs.n_rows
-            if n_rows - params.window_events < 1:
-                raise ValueError(f"episode window of {params.window_events} events does not fit "
-                                 f"in the {n_rows} events of the data")
+            check_window(params, n_rows)
             # One read-only copy of the stream, shared by every backtest.
             self.events = cuda.to_device(rs.events, stream=st)
             self.book = cuda.to_device(rs.book, stream=st)

@@ -41,6 +41,13 @@ class ReplayStream:
         return int(self.book.shape[0])
 
 
+def check_window(params: SimParams, n_rows: int) -> None:
+    """ValueError when an episode window of ``params`` does not fit ``n_rows`` replayed rows."""
+    if n_rows - params.window_events < 1:
+        raise ValueError(f"episode window of {params.window_events} events does not fit "
+                         f"in the {n_rows} events of the data")
+
+
 def nearest_tick(price: np.ndarray, tick: int) -> np.ndarray:
     """The tick hftbacktest rounds a price (int 1e-4 $) onto: (price / 1e4) / (tick / 1e4) in
     float64, halves away from zero (Rust's round). Exact arithmetic would put every half-tick on

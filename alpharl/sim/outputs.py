@@ -23,3 +23,18 @@ class StepOutputs:
     trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL], doc="float32[B]: PnL of the trade that ended, $")
     label_up = property(lambda self: self.out[L.OUT_LABEL_UP], doc="float32[B]: 1.0 where the mid rose this step")
     label_ret = property(lambda self: self.out[L.OUT_LABEL_RET], doc="float32[B]: relative mid change this step")
+
+
+class HostState:
+    """Reads of a simulator whose state is host arrays (``state_i`` / ``state_f`` rows, the fills ring):
+    ReferenceLobSim and CpuLobSim."""
+
+    def field(self, name: str):
+        """One state field by name (STATE_I_NAMES / STATE_F_NAMES): a [B] view."""
+        if name in L.STATE_I_NAMES:
+            return self.state_i[L.STATE_I_NAMES.index(name)]
+        return self.state_f[L.STATE_F_NAMES.index(name)]
+
+    def fills_snapshot(self):
+        """(fills_i, fills_f, fills_t, fill_head) host copies, for the fills log."""
+        return self.fills_i.copy(), self.fills_f.copy(), self.fills_t.copy(), self.state_i[L.S_FILL_HEAD].copy()

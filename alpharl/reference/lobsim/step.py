@@ -104,15 +104,15 @@ from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, latency_rows, order_arrivals, replay_stream, row_times
-from alpharl.sim.outputs import StepOutputs
+from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
+from alpharl.sim.outputs import HostState, StepOutputs
 from alpharl.sim.params import SimParams
 from alpharl.sim.upgrade import upgrade_state
 
 _I32 = np.int32
 
 
-class ReferenceLobSim(StepOutputs):
+class ReferenceLobSim(HostState, StepOutputs):
     """B backtests of the LOB simulator on host arrays (same API as ``LobSim``).
 
     ``market``: a MarketData (historical replay) or a :class:`SyntheticMarket`; ``lanes``: the
@@ -136,9 +136,7 @@ class ReferenceLobSim(StepOutputs):
             self.levels, self.tick = stream.levels, stream.tick
             self.events, self.book = stream.events, stream.book
             n_rows = stream.n_rows
-            if n_rows - params.window_events < 1:
-                raise ValueError(f"episode window of {params.window_events} events does not fit "
-                                 f"in the {n_rows} events of the data")
+            check_window(params, n_rows)
         lat = latency_rows(market, params)
         self.live_rows, self.seen_rows = lat.live_rows, lat.seen_rows
         self.arrived = order_arrivals(market, params)
@@ -259,16 +257,6 @@ class ReferenceLobSim(StepOutputs):
         self.obs_buf[...] = d["obs"]
         if self.synthetic:
             self.synth.load_state_dict(d)
-
-    def field(self, name: str) -> np.ndarray:
-        """One state field by name (STATE_I_NAMES / STATE_F_NAMES): a [B] view."""
-        if name in L.STATE_I_NAMES:
-            return self.state_i[L.STATE_I_NAMES.index(name)]
-        return self.state_f[L.STATE_F_NAMES.index(name)]
-
-    def fills_snapshot(self):
-        """(fills_i, fills_f, fills_t, fill_head) host copies, for the fills log."""
-        return self.fills_i.copy(), self.fills_f.copy(), self.fills_t.copy(), self.state_i[L.S_FILL_HEAD].copy()
 
     # ------------------------------------------------- snapshot rows
     def _row0(self):

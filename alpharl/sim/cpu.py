@@ -1,0 +1,234 @@
+"""``CpuLobSim``: the simulator kernels' own per-backtest step, compiled for the CPU.
+
+A fast path for a few backtests on a machine without a GPU (scripted strategies, the order-level
+driver, evaluation): the NumPy reference pays Python's per-call cost on every event, while here
+each backtest walks its events in compiled code, many steps per call (``run``).
+
+One definition of the step: the device functions of ``alpharl.cuda_kernels.lobsim`` (book.py,
+observe.py, agent.py, backtest.py) are compiled again with ``numba.njit`` instead of
+``cuda.jit(device=True)``. Their source is read and executed as a CPU twin module in which
+``cuda.jit(device=True)`` is ``njit``, the kernel modules they import are the twins, and any other
+CUDA device function they import (``alpharl.prng.xorshift32``) is its Python function under
+``njit``. What ``lobsim_step`` adds around those phases (register copies, shared-memory staging)
+is the loop below, a backtest at a time over the global tables. Replayed data only (the synthetic
+market's generator is a kernel of its own).
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import types
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+from alpharl.lobster.format import ASK_PRICE, BID_PRICE
+from alpharl.prng import STREAM_SIM, seed_lanes
+from alpharl.sim import layout as L
+from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
+from alpharl.sim.outputs import HostState, StepOutputs
+from alpharl.sim.params import SimParams
+from alpharl.sim.upgrade import upgrade_state
+
+#: The kernel modules of device functions, in import order (each imports only those before it).
+KERNEL_PACKAGE = "alpharl.cuda_kernels.lobsim"
+TWINNED = ("book", "observe", "agent", "backtest")
+
+
+class _CpuCuda:
+    """Stands for ``numba.cuda`` in a CPU twin: a device function is an njit function."""
+
+    @staticmethod
+    def jit(*args, device=False, **kwargs):
+        if not device or args:
+            raise TypeError("CPU twin: only cuda.jit(device=True) functions can be compiled for the CPU")
+        return njit(cache=False)
+
+
+def _is_device_function(obj) -> bool:
+    """A CUDA device function (real dispatcher or the simulator's), whose Python function njit compiles."""
+    return hasattr(obj, "py_func") and type(obj).__module__.startswith("numba.cuda")
+
+
+def _twin(name: str, twins: dict) -> types.ModuleType:
+    """The CPU twin of the kernel module ``name``, given the twins of the modules it imports."""
+    src_module = importlib.import_module(f"{KERNEL_PACKAGE}.{name}")
+    path = Path(src_module.__file__)
+    tree = ast.parse(path.read_text(), str(path))
+    module = types.ModuleType(f"{__name__}._{name}", src_module.__doc__)
+    module.__dict__["cuda"] = _CpuCuda
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "numba":
+            node.names = [a for a in node.names if a.name != "cuda"]
+            if not node.names:
+                continue
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(KERNEL_PACKAGE + "."):
+            twin = twins[node.module.rsplit(".", 1)[1]]
+            for a in node.names:
+                module.__dict__[a.asname or a.name] = getattr(twin, a.name)
+            continue
+        body.append(node)
+    tree.body = body
+    exec(compile(tree, str(path), "exec"), module.__dict__)
+    for key, value in list(module.__dict__.items()):
+        if _is_device_function(value):          # imported from a host module (alpharl.prng)
+            module.__dict__[key] = njit(cache=False)(value.py_func)
+    return module
+
+
+def _build_twins() -> dict:
+    twins: dict = {}
+    for name in TWINNED:
+        twins[name] = _twin(name, twins)
+    return twins
+
+
+_TWINS = _build_twins()
+_bt = _TWINS["backtest"]
+_activate = _TWINS["agent"].activate
+_mid2_of = _TWINS["book"].mid2_of
+
+
+@njit(cache=False)
+def _run(actions, orders, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
+         fills_f, fills_t, times):
+    """``actions.shape[0]`` env steps of every backtest (lobsim_step's phases, a backtest at a time
+    over the global tables: the kernel's unstaged path); orders [T, N_ORD, B]."""
+    n_ev = ip[L.IP_EVENTS_PER_STEP]
+    width = L.BOOK_COLS * ip[L.IP_LEVELS]
+    st = np.empty(L.N_STATE_I, np.int32)
+    fs = np.empty(L.N_STATE_F, np.float64)
+    rs = np.empty(1, np.uint32)
+    for b in range(si.shape[1]):
+        st[:] = si[:, b]
+        fs[:] = sf[:, b]
+        rs[0] = rng[b]
+        for k in range(actions.shape[0]):
+            row0 = st[L.S_CURSOR]
+            trips0 = st[L.S_TRIPS]
+            base0 = fs[L.F_TRIP_BASE]
+            sb0 = row0 * width
+            ev0 = row0 * L.N_EV_COLS
+            mid_before = _mid2_of(book[sb0 + ASK_PRICE], book[sb0 + BID_PRICE])
+            _bt.send_orders(st, actions[k, b], orders[k], b, book, sb0, book, row0, width, live_rows, seen_rows, ip)
+            closed = False
+            walking = True
+            j = 0
+            while j <= n_ev and walking:
+                at1 = sb0 + j * width
+                ask1 = book[at1 + ASK_PRICE]
+                bid1 = book[at1 + BID_PRICE]
+                if j > 0:
+                    closed = _bt.replay_event(st, fs, rs, b, events, ev0 + j * L.N_EV_COLS, book, at1, ask1, bid1,
+                                              width, arrived, ip, fp, fills_i, fills_f, fills_t, times)
+                if not closed:
+                    closed = _activate(st, fs, b, book, at1, ask1, bid1, ip, fp, fills_i, fills_f, fills_t, times)
+                walking = not closed and _bt.has_orders(st)
+                j += 1
+            st[L.S_CURSOR] = row0 + n_ev          # the events left unwalked only move the cursor
+            row_e = row0 + n_ev
+            done, mid_e = _bt.end_step(st, fs, b, book, row_e * width, row_e, closed, mid_before, trips0, base0, book,
+                                       seen_rows, width, ip, fp, out, fills_i, fills_f, fills_t, times)
+            row = _bt.restart(st, fs, rs, done, row_e, ip)
+            _bt.observe_next(st, fs, b, book, row * width, row, row_e, mid_e, done, book, seen_rows, width, ip, fp,
+                             obs)
+        si[:, b] = st
+        sf[:, b] = fs
+        rng[b] = rs[0]
+
+
+@njit(cache=False)
+def _reset(book, seen_rows, ip, fp, si, sf, rng, obs, out):
+    """lobsim_reset: every backtest afresh (rng freshly seeded)."""
+    st = np.empty(L.N_STATE_I, np.int32)
+    fs = np.empty(L.N_STATE_F, np.float64)
+    rs = np.empty(1, np.uint32)
+    for b in range(si.shape[1]):
+        rs[0] = rng[b]
+        _bt.start_backtest(st, fs, rs, b, book, seen_rows, ip, fp, obs, out)
+        si[:, b] = st
+        sf[:, b] = fs
+        rng[b] = rs[0]
+
+
+class CpuLobSim(HostState, StepOutputs):
+    """B backtests of a replayed market on the CPU, compiled (same API and results as ``LobSim`` and
+    ``ReferenceLobSim``, host arrays), plus ``run`` for many steps per call.
+
+    ``market``: a MarketData (a SyntheticMarket is refused); ``lanes`` as LobSim's."""
+
+    def __init__(self, market, params: SimParams, n_backtests: int, seed: int, lanes=None):
+        if isinstance(market, SyntheticMarket):
+            raise ValueError("CpuLobSim replays recorded data; the synthetic market runs on LobSim / ReferenceLobSim")
+        self.params = params
+        self.B = int(n_backtests)
+        self.E = params.events_per_step
+        self.seed = int(seed)
+        self.lanes = np.arange(self.B) if lanes is None else np.asarray(lanes, np.int64)
+        self.synthetic = False
+        stream = replay_stream(market, params.off_tick_trades)
+        self.levels, self.tick = stream.levels, stream.tick
+        n_rows = stream.n_rows
+        check_window(params, n_rows)
+        self.events = np.ascontiguousarray(stream.events).reshape(-1)
+        self.book = np.ascontiguousarray(stream.book).reshape(-1)
+        lat = latency_rows(market, params)
+        self.live_rows, self.seen_rows = lat.live_rows, lat.seen_rows
+        self.arrived = order_arrivals(market, params)
+        self.times = row_times(market, params)
+        self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, False)
+        self.window_steps = int(self.ip[L.IP_EPISODE_STEPS])
+        self.obs_dim = L.obs_dim(params.obs_levels)
+        cap = max(params.fills_log_capacity, 1)
+        self.state_i = np.zeros((L.N_STATE_I, self.B), np.int32)
+        self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
+        self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
+        self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
+        self.out = np.zeros((L.N_OUT, self.B), np.float32)
+        self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), np.int32)
+        self.fills_f = np.zeros((self.B, cap), np.float64)
+        self.fills_t = np.zeros((self.B, cap), np.int64)
+
+    def reset(self) -> None:
+        """Every backtest starts afresh from the seed."""
+        self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
+        _reset(self.book, self.seen_rows, self.ip, self.fp, self.state_i, self.state_f, self.rng, self.obs_buf,
+               self.out)
+
+    def step(self, actions, orders=None) -> None:
+        """One env step: actions int32[B], orders int32[N_ORD, B] (None: no instructions)."""
+        acts = np.asarray(actions, np.int32).reshape(1, self.B)
+        ords = (np.zeros((1, L.N_ORD, self.B), np.int32) if orders is None
+                else np.asarray(orders, np.int32).reshape(1, L.N_ORD, self.B))
+        self.run(acts, ords)
+
+    def run(self, actions, orders=None) -> None:
+        """``T`` env steps in one call: actions int32[T, B], orders int32[T, N_ORD, B] (None: none).
+        The outputs and observation are the last step's; a fills log must hold the T steps' fills."""
+        acts = np.ascontiguousarray(actions, np.int32)
+        if acts.ndim != 2 or acts.shape[1] != self.B:
+            raise ValueError(f"CpuLobSim.run: actions of shape {acts.shape}, expected [T, {self.B}]")
+        ords = (np.zeros((acts.shape[0], L.N_ORD, self.B), np.int32) if orders is None
+                else np.ascontiguousarray(orders, np.int32))
+        if ords.shape != (acts.shape[0], L.N_ORD, self.B):
+            raise ValueError(f"CpuLobSim.run: orders of shape {ords.shape}, expected {(acts.shape[0], L.N_ORD, self.B)}")
+        _run(acts, ords, self.events, self.book, self.live_rows, self.seen_rows, self.arrived, self.ip, self.fp,
+             self.state_i, self.state_f, self.rng, self.obs_buf, self.out, self.fills_i, self.fills_f, self.fills_t,
+             self.times)
+
+    @property
+    def obs(self) -> np.ndarray:
+        return self.obs_buf
+
+    def state_dict(self) -> dict:
+        return {"state_i": self.state_i.copy(), "state_f": self.state_f.copy(), "rng": self.rng.copy(),
+                "obs": self.obs_buf.copy(), "out": self.out.copy(), "fills_i": self.fills_i.copy(),
+                "fills_f": self.fills_f.copy(), "fills_t": self.fills_t.copy()}
+
+    def load_state_dict(self, d: dict) -> None:
+        d = upgrade_state(d)
+        for k in ("state_i", "state_f", "rng", "fills_i", "fills_f", "fills_t", "out"):
+            getattr(self, k)[...] = d[k]
+        self.obs_buf[...] = d["obs"]
