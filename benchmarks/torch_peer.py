@@ -277,14 +277,31 @@ class PeerLearner:
 
 
 # ------------------------------------------------------------------- replay
+def tensor(a, dtype, device):
+    """A tensor of host or device data: a numba device array is read in place (__cuda_array_interface__)
+    and copied only when dtype or device differ."""
+    src = a if hasattr(a, "__cuda_array_interface__") else np.asarray(a)
+    return torch.as_tensor(src).to(device=device, dtype=dtype)
+
+
+def to_torch(batch, device):
+    """The same batch type (EnvBatch, ReplayBatch) with tensors on device (actions int64: torch's index type)."""
+    return type(batch)(*(None if a is None else tensor(a, torch.long if k in ("action", "idx") else torch.float32,
+                                                       device) for k, a in zip(batch._fields, batch)))
+
+
 class PeerReplay:
     """A filled replay buffer on the device and its proportional PER draw (Schaul et al.)."""
 
-    def __init__(self, obs_s, action, reward, done, obs_s2, device):
-        t = lambda a, dt=torch.float32: torch.as_tensor(np.asarray(a), dtype=dt, device=device)  # noqa: E731
-        self.obs_s, self.obs_s2 = t(obs_s), t(obs_s2)
-        self.action, self.reward, self.done = t(action, torch.long), t(reward), t(done)
-        self.priority = torch.ones(len(self.action), device=device)
+    def __init__(self, obs_s, action, reward, done, obs_s2, device, priority=None):
+        """Rows (host or device arrays) of a filled buffer; priority: theirs (0: an empty slot, never drawn),
+        None: all 1."""
+        f32 = torch.float32
+        self.obs_s, self.obs_s2 = tensor(obs_s, f32, device), tensor(obs_s2, f32, device)
+        self.action = tensor(action, torch.long, device)
+        self.reward, self.done = tensor(reward, f32, device), tensor(done, f32, device)
+        self.priority = (torch.ones(len(self.action), device=device) if priority is None
+                         else tensor(priority, f32, device).clone())
 
     def draw(self, m: int, alpha: float, beta: float) -> ReplayBatch:
         """m stratified proportional draws over p^alpha, their importance weights and the gathered rows."""
@@ -301,11 +318,6 @@ class PeerReplay:
 
 
 # --------------------------------------------------------------------- timing
-def to_torch(batch, device):
-    """The same batch type (EnvBatch, ReplayBatch) with tensors on device (actions int64: torch's index type)."""
-    return type(batch)(*(None if a is None else torch.as_tensor(
-        np.asarray(a), dtype=torch.long if k in ("action", "idx") else torch.float32, device=device)
-        for k, a in zip(batch._fields, batch)))
 
 
 class PeerStep:
@@ -355,12 +367,12 @@ def time_us(fn, iters: int, warmup: int) -> float:
 
 
 def bench_peer(layout: NetLayout, params, isv, env: EnvBatch, replay_rows: tuple, m: int, soft: bool,
-               iters: int, warmup: int, eager_iters: int | None = None) -> dict:
+               iters: int, warmup: int, eager_iters: int | None = None, priority=None) -> dict:
     """µs per step of the peer (eager and CUDA graph) on the GPU torch sees; env and replay_rows
-    (obs_s, action, reward, done, obs_s2) are host or device arrays."""
+    (obs_s, action, reward, done, obs_s2) and priority (None: all 1) are host or device arrays."""
     dev = torch.device("cuda")
-    step = PeerStep(PeerLearner(layout, params, isv, dev), PeerReplay(*replay_rows, dev), to_torch(env, dev), m,
-                    soft)
+    step = PeerStep(PeerLearner(layout, params, isv, dev), PeerReplay(*replay_rows, dev, priority),
+                    to_torch(env, dev), m, soft)
     eager = time_us(step.eager, eager_iters or iters, warmup)
     step.capture()
     return {"torch_eager_us": eager, "torch_graph_us": time_us(step.graph, iters, warmup),

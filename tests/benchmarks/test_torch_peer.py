@@ -46,3 +46,25 @@ def test_replay_draw_is_proportional_and_weights_normalised(peer):
     freq = np.bincount(mb.idx.numpy(), minlength=n) / m
     np.testing.assert_allclose(freq, np.arange(1, n + 1) / (n * (n + 1) / 2), atol=2e-3)  # stratified: tight
     assert float(mb.is_weight.max()) == 1.0 and float(mb.is_weight.min()) > 0
+
+
+def test_timed_step_draws_updates_and_moves_the_target(peer):
+    """PeerStep.eager (what the benchmark times, here on the CPU): priorities rewritten, weights and
+    target moved, everything finite."""
+    from alpharl import isv as S
+    from alpharl.nets import NetLayout
+
+    b, m, d, n = 8, 8, 12, 64
+    layout = NetLayout(d)
+    env, _ = peer.random_batches(b, m, d, 0)
+    rng = np.random.default_rng(1)
+    rows = (rng.standard_normal((n, d)), rng.integers(0, 9, n), rng.standard_normal(n), np.zeros(n),
+            rng.standard_normal((n, d)))
+    learner = peer.PeerLearner(layout, layout.init_params(0), S.bootstrap_vector(), "cpu")
+    step = peer.PeerStep(learner, peer.PeerReplay(*rows, "cpu"), peer.to_torch(env, "cpu"), m, soft=True)
+    t0 = peer.flat_of(learner.target, layout, target=True)
+    step.eager()
+    step.eager()
+    assert (step.replay.priority != 1).sum() > 0
+    t1 = peer.flat_of(learner.target, layout, target=True)
+    assert np.isfinite(t1).all() and np.abs(t1 - t0).max() > 0
