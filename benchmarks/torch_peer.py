@@ -371,8 +371,9 @@ def bench_peer(layout: NetLayout, params, isv, env: EnvBatch, replay_rows: tuple
     """µs per step of the peer (eager and CUDA graph) on the GPU torch sees; env and replay_rows
     (obs_s, action, reward, done, obs_s2) and priority (None: all 1) are host or device arrays."""
     dev = torch.device("cuda")
-    step = PeerStep(PeerLearner(layout, params, isv, dev), PeerReplay(*replay_rows, dev, priority),
-                    to_torch(env, dev), m, soft)
+    env = to_torch(env, dev)
+    env = env._replace(obs=env.obs.reshape(-1, layout.obs_dim), obs_next=env.obs_next.reshape(-1, layout.obs_dim))
+    step = PeerStep(PeerLearner(layout, params, isv, dev), PeerReplay(*replay_rows, dev, priority), env, m, soft)
     eager = time_us(step.eager, eager_iters or iters, warmup)
     step.capture()
     return {"torch_eager_us": eager, "torch_graph_us": time_us(step.graph, iters, warmup),
