@@ -134,13 +134,16 @@ def launch_args(signature: str) -> list:
     from numba_cuda_mlir import cuda
     from numba_cuda_mlir.numba_cuda.core import sigutils
 
+    def zeros(t):
+        return cuda.to_device(np.zeros((RUN_ELEMENTS,) + (1,) * (t.ndim - 1), np.dtype(str(t.dtype))))
+
     args, _ = sigutils.normalize_signature(signature)
     out = []
     for t in args:
-        if hasattr(t, "dtype") and hasattr(t, "ndim"):
-            dtype = np.dtype(str(t.dtype))
-            shape = (RUN_ELEMENTS,) + (1,) * (t.ndim - 1)
-            out.append(cuda.to_device(np.zeros(shape, dtype)))
+        if hasattr(t, "ndim"):
+            out.append(zeros(t))
+        elif hasattr(t, "count") and hasattr(t.dtype, "ndim"):  # a UniTuple of arrays
+            out.append(tuple(zeros(t.dtype) for _ in range(t.count)))
         elif "int" in str(t):
             out.append(np.dtype(str(t)).type(1))
         elif "float" in str(t):
