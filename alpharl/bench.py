@@ -11,14 +11,23 @@ independent chains are parallel branches). The floor is max(FLOPs / fp32 peak,
 bytes / HBM bandwidth, critical-path launches x 1 µs).
 Cold and warm start (process start to the first step, with an empty and a
 filled kernel cache) are measured in subprocesses.
+
+Where torch is installed (it is not a dependency), the same process also times
+the PyTorch peer (``benchmarks/torch_peer.py``) on the learning alone's work:
+draw + gather the replay minibatch (from the trainer's own replay of the book's
+transitions), one update, the priorities; eager and as a CUDA graph. "× PyTorch"
+is the peer's graph µs over alpharl's (learn µs): above 1, alpharl is faster.
+Without torch those cells say why ("n/a (torch not installed)"), never a number.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from alpharl import jsontext
 from alpharl.config import TrainConfig
@@ -33,6 +42,37 @@ DEFAULT_BS = (16, 64, 256, 1024, 4096, 16384, 65536)
 FP32_PEAK_FLOPS = 67e12
 HBM_BYTES_PER_S = 4.3e12
 GRAPH_LAUNCH_S = 1.0e-6
+
+
+#: The peer's report keys (µs per learning step, eager and graph; its graph µs over alpharl's).
+PEER_KEYS = ("torch_eager_us", "torch_graph_us", "x_pytorch")
+PEER_SOURCE = Path(__file__).resolve().parents[1] / "benchmarks" / "torch_peer.py"
+
+
+def torch_peer():
+    """The PyTorch peer's module, or why it cannot run here: the text its table cells show."""
+    try:
+        import torch
+    except ImportError:
+        return "n/a (torch not installed)"
+    if not torch.cuda.is_available():
+        return "n/a (torch sees no GPU)"
+    if not PEER_SOURCE.is_file():
+        return "n/a (the peer is benchmarks/torch_peer.py of a source tree)"
+    spec = importlib.util.spec_from_file_location("torch_peer", PEER_SOURCE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def peer_cells(peer, learn_us: float, timings) -> dict:
+    """PEER_KEYS of a row: ``timings()`` (the peer's eager and graph µs) against alpharl's learn_us, or
+    ``peer`` (the reason) in every cell when it is a string."""
+    if isinstance(peer, str):
+        return dict.fromkeys(PEER_KEYS, peer)
+    t = timings()
+    return {"torch_eager_us": t["torch_eager_us"], "torch_graph_us": t["torch_graph_us"],
+            "x_pytorch": t["torch_graph_us"] / learn_us, "torch": t["torch"]}
 
 
 def _timed(fn, n: int, sync) -> float:
@@ -104,6 +144,14 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
 
     learn_graph = CapturedGraph(o.stream, learn_once)
     learn_s = _timed(learn_graph.replay, steps, sync)
+    rp = o.replay
+    # the same work in PyTorch, on this step's env batch and the trainer's replay (its priorities: only
+    # filled slots are drawn)
+    mod = torch_peer()
+    peer = peer_cells(mod, 1e6 * learn_s, lambda: mod.bench_peer(
+        o.nets.layout, o.nets.params.copy_to_host(), tr.read_isv(), o.env_batch(),
+        (rp.obs_s, rp.action, rp.reward, rp.done, rp.obs_s2), tr.M, False, steps, 3,
+        max(3, steps // 10), rp.priority))
     free1, _ = ctx.get_memory_info()
     fl = floor_of(tr, critical)
     row = {
@@ -113,7 +161,7 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
         "gpu_mem_mb": (free0 - free1) / 2**20, "graph_nodes": n_nodes,
         "critical_nodes": critical,
         "floor_us": fl["floor_us"], "measured_over_floor": graph_s * 1e6 / fl["floor_us"], "bound": fl["bound"],
-        "gflop_per_step": fl["flops"] / 1e9, "mb_per_step": fl["bytes"] / 2**20,
+        "gflop_per_step": fl["flops"] / 1e9, "mb_per_step": fl["bytes"] / 2**20, **peer,
     }
     sim_graph.close()
     learn_graph.close()
@@ -174,14 +222,16 @@ TABLE_COLUMNS = (("B", "b", "{:d}"), ("graph µs/step", "graph_us", "{:.1f}"), (
                  ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"), ("GPU MB", "gpu_mem_mb", "{:.0f}"),
                  ("nodes", "graph_nodes", "{:d}"), ("critical", "critical_nodes", "{:d}"),
                  ("floor µs", "floor_us", "{:.1f}"), ("meas/floor", "measured_over_floor", "{:.1f}"),
-                 ("bound", "bound", "{}"))
-TABLE_GIVE_WAY = ("critical", "nodes", "meas/floor", "GPU MB", "learn µs", "sim µs", "µs/env-step", "eager µs/step",
-                  "floor µs", "bound")
+                 ("bound", "bound", "{}"), ("PyTorch eager µs", "torch_eager_us", "{:.1f}"),
+                 ("PyTorch graph µs", "torch_graph_us", "{:.1f}"), ("× PyTorch", "x_pytorch", "{:.2f}"))
+TABLE_GIVE_WAY = ("PyTorch eager µs", "critical", "nodes", "meas/floor", "GPU MB", "sim µs", "µs/env-step",
+                  "eager µs/step", "floor µs", "bound", "PyTorch graph µs", "learn µs")
 
 
 def format_table(report: dict, width: int | None = None):
-    rows = [["-" if r.get(key) is None else fmt.format(r[key]) for _, key, fmt in TABLE_COLUMNS]  # older reports lack some
-            for r in report["rows"]]
+    # older reports lack some keys ("-"); a text value is the reason a number is missing (peer cells)
+    rows = [["-" if r.get(key) is None else r[key] if isinstance(r[key], str) else fmt.format(r[key])
+             for _, key, fmt in TABLE_COLUMNS] for r in report["rows"]]
     headers = [name for name, _, _ in TABLE_COLUMNS]
     caption = (f"cold start {report['cold_start_s']:.1f} s, warm start {report['warm_start_s']:.1f} s (to the first step)"
                if "cold_start_s" in report else None)

@@ -11,6 +11,14 @@ with CUDA events on one stream:
   graph of KERNEL_REPEATS back-to-back launches (so the figure is device time,
   not the ~30 µs of host time an eager launch costs);
 
+- ``learn``: the learning step as the trainer runs it, plus the target's soft
+  update: draw + gather the minibatch from a filled prioritized replay, the
+  update, the priorities written back, the soft update (graph-replayed);
+- the PyTorch peer (benchmarks/torch_peer.py) on the same work, eager and as a
+  CUDA graph, in this process, where torch is installed; "× PyTorch" is its
+  graph µs over alpharl's learn µs (above 1: alpharl is faster). Without torch
+  (or on the simulator) those cells say why, never a number;
+
 and prints µs and achieved TFLOP/s (GEMM FLOPs only, 2 m n k each) against the
 fp32 peak, then writes ``benchmarks/results/learn_<date>.md`` and ``.json``.
 
@@ -31,6 +39,7 @@ import numpy as np
 import alpharl  # noqa: F401  (chooses the target before numba is imported)
 from alpharl import isv as S
 from alpharl import target
+from alpharl.bench import peer_cells, torch_peer
 from alpharl.sim.layout import obs_dim
 from alpharl.sim.params import SimParams
 from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS
@@ -42,6 +51,8 @@ DEFAULT_OBS_DIM = obs_dim(SimParams().obs_levels)
 RESULTS = Path(__file__).resolve().parent / "results"
 #: Launches per captured graph when timing one kernel alone.
 KERNEL_REPEATS = 10
+#: Filled slots of the replay the learning step draws from: at least this many, and 4 minibatches.
+MIN_REPLAY = 65536
 
 
 def update_flops(b: int, m: int, d: int, h: int) -> dict:
@@ -96,7 +107,15 @@ def _batches(b: int, m: int, d: int, rng):
     return env, rep
 
 
-def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bool) -> dict:
+def replay_rows(n: int, d: int, rng) -> tuple:
+    """Host transitions (obs_s, action, reward, done, obs_s2) of a filled replay, every field random."""
+    obs = rng.standard_normal((2, n, d)).astype(np.float32)
+    return (obs[0], rng.integers(0, N_ACTIONS, n).astype(np.int32), rng.standard_normal(n).astype(np.float32),
+            (rng.uniform(size=n) < 0.1).astype(np.float32), obs[1])
+
+
+def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bool, replay_n: int = MIN_REPLAY
+              ) -> dict:
     from numba import cuda
 
     from alpharl.cuda_kernels.nets import adam as KA
@@ -171,16 +190,50 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
         res["kernels"][name] = {"us": us, "tflops": flops / us * 1e-6}
     res["kernels"]["guard + adam"] = {"us": device_us(guard_adam), "tflops": 0.0}
     res["update_tflops"] = res["flops"]["total"] / res["update_us"] * 1e-6
+
+    # the learning step as the trainer runs it, with the soft update; then the peer on the same work
+    from alpharl.replay import PrioritizedReplay
+
+    rows = replay_rows(max(replay_n, 4 * m), d, rng)
+    replay = PrioritizedReplay(len(rows[1]), d, m, seed=0, stream=stream)
+    replay.insert(*(cuda.to_device(a) for a in rows))
+
+    def learn():
+        mb = replay.sample(isv, m, gate)
+        out = learner.update(env, mb, isv, gate)
+        replay.update_priorities(out.q_priority, m, gate)
+        learner.soft_update(isv)
+
+    learn()
+    stream.synchronize()
+    if eager or target.on_simulator():
+        res["learn_us"] = timer.time_us(learn, iters, warmup)
+    else:
+        from alpharl.graph import CapturedGraph
+
+        learn_graph = CapturedGraph(stream, learn)
+        res["learn_us"] = timer.time_us(learn_graph.replay, iters, warmup)
+        learn_graph.close()
+    peer = "n/a (CUDA simulator)" if target.on_simulator() else torch_peer()
+    res |= peer_cells(peer, res["learn_us"], lambda: peer.bench_peer(
+        nets.layout, nets.layout.init_params(0), S.bootstrap_vector(), env, rows, m, True, iters, warmup))
     return res
 
 
+#: The learning step's columns: alpharl's learn µs, the peer's eager and graph µs, the ratio.
+PEER_COLUMNS = (("learn µs", "learn_us", "{:.1f}"), ("PyTorch eager µs", "torch_eager_us", "{:.1f}"),
+                ("PyTorch graph µs", "torch_graph_us", "{:.1f}"), ("× PyTorch", "x_pytorch", "{:.2f}"))
+
+
 def _table(results: list[dict], peak: float) -> str:
-    lines = ["| B | M | update µs | update TFLOP/s | % fp32 peak | " +
+    lines = ["| B | M | update µs | update TFLOP/s | % fp32 peak | " + " | ".join(c for c, _, _ in PEER_COLUMNS) + " | " +
              " | ".join(f"{k} µs (TFLOP/s, % peak)" for k in results[0]["kernels"]) + " |",
-             "|" + "---|" * (5 + len(results[0]["kernels"]))]
+             "|" + "---|" * (5 + len(PEER_COLUMNS) + len(results[0]["kernels"]))]
     for r in results:
         cells = [str(r["B"]), str(r["M"]), f"{r['update_us']:.1f}", f"{r['update_tflops']:.2f}",
                  f"{100 * r['update_tflops'] / peak:.1f}%"]
+        # a text cell is the reason the peer's number is missing
+        cells += [r[key] if isinstance(r[key], str) else fmt.format(r[key]) for _, key, fmt in PEER_COLUMNS]
         cells += [f"{k['us']:.1f} ({k['tflops']:.2f}, {100 * k['tflops'] / peak:.1f}%)" if k["tflops"] else f"{k['us']:.1f}"
                   for k in r["kernels"].values()]
         lines.append("| " + " | ".join(cells) + " |")
@@ -197,20 +250,24 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=5, help="untimed repetitions first")
     ap.add_argument("--eager", action="store_true", help="time plain launches instead of a CUDA graph replay")
     ap.add_argument("--peak", type=float, default=H200_FP32_PEAK_TFLOPS, help="fp32 peak TFLOP/s")
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run (B=2, M=2, obs 6, hidden 8, 1 iteration)")
+    ap.add_argument("--replay", type=int, default=MIN_REPLAY, help="filled replay slots (at least 4 M)")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny smoke run (B=2, M=2, obs 6, hidden 8, replay 64, 1 iteration)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     args = ap.parse_args(argv)
     if args.quick:
-        args.b, args.m, args.obs_dim, args.hidden, args.iters, args.warmup = [2], 2, 6, 8, 1, 0
+        args.b, args.m, args.obs_dim, args.hidden, args.iters, args.warmup, args.replay = [2], 2, 6, 8, 1, 0, 64
     from numba import cuda
 
     device = "CUDA simulator" if target.on_simulator() else cuda.get_current_device().name
     device = device.decode() if isinstance(device, bytes) else str(device)
     results = []
     for b in args.b:
-        r = bench_one(b, args.m or b, args.obs_dim, args.hidden, args.iters, args.warmup, args.eager)
+        r = bench_one(b, args.m or b, args.obs_dim, args.hidden, args.iters, args.warmup, args.eager, args.replay)
         results.append(r)
+        x = r["x_pytorch"]
         print(f"B={b:6d} M={r['M']:6d}  update {r['update_us']:10.1f} µs  {r['update_tflops']:6.2f} TFLOP/s  "
+              f"learn {r['learn_us']:.1f} µs  × PyTorch {x if isinstance(x, str) else f'{x:.2f}'}  "
               f"[{r['mode']}]  " + "  ".join(f"{k}: {v['us']:.1f} µs {v['tflops']:.2f}" for k, v in r["kernels"].items()),
               flush=True)
     table = _table(results, args.peak)

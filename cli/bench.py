@@ -16,7 +16,8 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     out: Annotated[str | None, typer.Option("--out", help="Also write the JSON report to this file.")] = None,
 ) -> None:
-    """Benchmark the training step: µs/step (graph, eager), env-steps/s, sim and learning alone, memory, floor."""
+    """Benchmark the training step: µs/step (graph, eager), env-steps/s, sim and learning alone, memory, floor;
+    the learning alone against the PyTorch peer where torch is installed."""
     with user_errors():
         if target.active() != target.GPU:
             raise UserError("bench needs a GPU (numba runs the CUDA simulator here); run it on a GPU machine")

@@ -1,5 +1,7 @@
 """Helpers shared by the tests: the run-wide seed, the real LOBSTER samples, and poisoned
 outputs and finite differences for the kernel tests."""
+import importlib.util
+import sys
 import zlib
 from pathlib import Path
 
@@ -89,3 +91,12 @@ def central_differences(f, x, eps=1e-6):
         flat[i] = keep
         gf[i] = (up - down) / (2 * eps)
     return g
+
+
+def load_benchmark(name: str):
+    """Import benchmarks/<name>.py (a script folder, not a package) as the module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

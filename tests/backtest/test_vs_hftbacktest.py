@@ -3,32 +3,19 @@ samples: the whole days when they lie beside the repository, else their 3,000-ev
 (support.real_sample). The conversion, the strategies and the comparison are
 benchmarks/vs_hftbacktest.py; its docstring says how the settings are matched."""
 import functools
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from alpharl.lobster.load import load_lobster
 from alpharl.sim.params import SimParams
-from support import AMZN1, AMZN5, GOOG1, GOOG5, GOOG10, LOBSTER_SAMPLES, real_sample
+from support import AMZN1, AMZN5, GOOG1, GOOG5, GOOG10, LOBSTER_SAMPLES, load_benchmark, real_sample
 
 pytest.importorskip("hftbacktest", reason="hftbacktest (the test extra) is not installed")
 
-MODULE = Path(__file__).parents[2] / "benchmarks" / "vs_hftbacktest.py"
 SAMPLES = (AMZN1, AMZN5, GOOG1, GOOG5, GOOG10)
 
-
-def _load_module():
-    spec = importlib.util.spec_from_file_location("vs_hftbacktest", MODULE)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["vs_hftbacktest"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-V = _load_module()
+V = load_benchmark("vs_hftbacktest")
 
 
 class Day:

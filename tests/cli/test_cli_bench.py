@@ -28,3 +28,24 @@ def test_bench_table_renders_a_recorded_report():
     for r in report["rows"]:
         assert f"{r['b']:d}" in text
     assert "meas/floor" in text
+
+
+def test_peer_cells_say_why_when_torch_is_missing():
+    """Without torch the PyTorch columns hold the reason, never a number, and the table shows it."""
+    import importlib.util
+
+    from rich.console import Console
+
+    from alpharl.bench import PEER_KEYS, format_table, peer_cells, torch_peer
+
+    peer = torch_peer()
+    if importlib.util.find_spec("torch") is None:
+        assert peer == "n/a (torch not installed)"
+    cells = peer_cells("n/a (torch not installed)", 100.0, lambda: pytest.fail("timed without a peer"))
+    assert cells == dict.fromkeys(PEER_KEYS, "n/a (torch not installed)")
+    report = json.loads((Path(__file__).parents[2] / "benchmarks/results/bench_2026-11-30.json").read_text())
+    report["rows"] = [r | cells for r in report["rows"]]
+    console = Console(width=400, record=True)
+    console.print(format_table(report))
+    text = console.export_text()
+    assert "× PyTorch" in text and "n/a (torch not installed)" in text
