@@ -488,8 +488,8 @@ def prepare(plan: StudyPlan) -> tuple[list[TrialSpec], dict[str, dict]]:
             key = next((k for k in asked if recorded.get("asked", {}).get(k) != asked[k]), "asked")
             raise StudyError(f"{trial}: this trial was run with {key} = {recorded.get('asked', {}).get(key)!r}, "
                              f"now {asked[key]!r}; use another --out (or the options it was run with)")
-        result = _read_json(trial / RESULT_FILE)
-        if result is not None and result.get("status") == OK and result.get("asked") == asked:
+        result = done_result(spec)
+        if result is not None:
             done[spec.label] = result
             continue
         trial.mkdir(parents=True, exist_ok=True)
@@ -498,6 +498,17 @@ def prepare(plan: StudyPlan) -> tuple[list[TrialSpec], dict[str, dict]]:
                                                               "asked": asked}, indent=1))
         todo.append(spec)
     return todo, done
+
+
+def done_result(spec: TrialSpec) -> dict | None:
+    """The trial's recorded result if it succeeded with what it is asked now, else None."""
+    result = _read_json(Path(spec.trial_dir) / RESULT_FILE)
+    return result if result is not None and result.get("status") == OK and result.get("asked") == spec.asked() else None
+
+
+def all_done(plan: StudyPlan) -> bool:
+    """Every trial of the plan has succeeded already: the study only reports (any machine can)."""
+    return all(done_result(spec) is not None for spec in plan.trials)
 
 
 def _read_json(path: Path) -> dict | None:

@@ -77,8 +77,6 @@ def _plan(out, data, each_file, seeds, seed_list, steps, b, backend, variant, tr
           eval_steps, eval_backend=None) -> St.StudyPlan:
     if backend is not None and backend not in BACKENDS:
         raise UserError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    if backend == "cuda" and target.on_simulator():
-        raise UserError("--backend cuda: no GPU here (numba runs the CUDA simulator); use --backend numpy")
     if each_file and not data:
         raise UserError("--each-file: needs --data with a folder or a glob")
     seed_values = St.parse_seeds(seeds, seed_list)
@@ -86,9 +84,13 @@ def _plan(out, data, each_file, seeds, seed_list, steps, b, backend, variant, tr
     ew = None if eval_window is None else parse_window(eval_window, "--eval-window")
     variants = St.parse_variants(variant or [])
     datasets = St.parse_datasets(data or [], each_file)
-    return St.plan_study(out, datasets, variants, seed_values, steps=steps, b=b, backend=backend,
+    plan = St.plan_study(out, datasets, variants, seed_values, steps=steps, b=b, backend=backend,
                          train_window=tw, eval_window=ew, eval_steps=eval_steps,
                          eval_backend=eval_backend)
+    # A study whose trials all ended only reports: that needs no GPU.
+    if backend == "cuda" and target.on_simulator() and not St.all_done(plan):
+        raise UserError("--backend cuda: no GPU here (numba runs the CUDA simulator); use --backend numpy")
+    return plan
 
 
 def _need_matplotlib() -> None:

@@ -186,3 +186,28 @@ def test_cuda_backend_without_gpu(tmp_path):
     if not target.on_simulator():
         pytest.skip("a GPU is present: --backend cuda is valid here")
     assert_one_line_error(study("--out", tmp_path / "o", "--backend", "cuda"), "--backend cuda")
+
+
+def test_gpu_study_reports_without_a_gpu(tmp_path):
+    """A study whose trials all ended on a GPU machine reports anywhere; one with a trial left still
+    asks for a GPU."""
+    from alpharl import target
+
+    if not target.on_simulator():
+        pytest.skip("a GPU is present: --backend cuda would train here")
+    out = tmp_path / "s"
+    args = ["--data", CUTS / "AMZN_2012-06-21_5_cut.zip", "--out", out, "--steps", 5, "--b", 4,
+            "--eval-steps", 12, "--no-png"]
+    assert study(*args, "--seeds", 1, "--backend", "numpy").exit_code == 0
+    # what the same trial records when it ran with --backend cuda
+    for name in (St.TRIAL_FILE, St.RESULT_FILE):
+        for path in out.rglob(name):
+            record = json.loads(path.read_text())
+            record["asked"]["backend"] = "cuda"
+            path.write_text(json.dumps(record))
+    results = _mtimes(out, St.RESULT_FILE)
+    res = study(*args, "--seeds", 1, "--backend", "cuda")
+    assert res.exit_code == 0, res.output
+    assert _mtimes(out, St.RESULT_FILE) == results
+    assert json.loads((out / St.STUDY_FILE).read_text())["trials_ok"] == 1
+    assert_one_line_error(study(*args, "--seeds", 2, "--backend", "cuda"), "--backend cuda")

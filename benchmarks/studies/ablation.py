@@ -1,0 +1,159 @@
+"""The ablation table of the learning work: several `alpharl study` folders side by side.
+
+For every dataset and variant (a study folder may hold several variants): the trained policy's
+held-out PnL against the `join` and `hold` baselines run under the same settings (paired by seed),
+and, from the trials' diagnostics where the run folders are still there, the learning issue's
+in-sample targets over the second half of each run: share of diagnostic rows with each learning
+rate off its clamps, K at K_MAX, the PPO clip at a bound, whether alpha left 1, the reward per
+trade EMA at the end and its trend.
+
+Usage: python benchmarks/studies/ablation.py STUDY_DIR [STUDY_DIR ...] [--policy sampled] [--out FILE.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from alpharl import isv as S
+from alpharl.report import ReportError, load_run
+from alpharl.study import RESULT_FILE, STUDY_FILE
+
+#: The slots whose clamps the targets speak of, with their bounds (the ISV's one definition).
+_SLOT = {s.name: s for s in S.SLOTS}
+LR_SLOTS = ("lr_q", "lr_pi", "lr_v")
+
+
+def _money(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def _ci(ci) -> str:
+    return "-" if not ci or ci[0] is None else f"[{ci[0]:,.0f}, {ci[1]:,.0f}]"
+
+
+def held_out_rows(study: dict, policy: str) -> list[dict]:
+    """One row per (dataset, variant): policy and baseline means, the paired difference to join."""
+    rows = []
+    for s in study["summary"]:
+        p, join = s["policies"].get(policy), s["policies"].get("join")
+        if p is None or join is None:
+            continue
+        vs_join, vs_hold = p["vs"]["join"], p["vs"]["hold"]
+        rows.append({"dataset": s["dataset"], "variant": s["variant"], "n": p["n"], "policy": p["mean"],
+                     "policy_ci": p["ci"], "join": join["mean"], "diff": vs_join["mean_diff"],
+                     "diff_ci": vs_join["diff_ci"], "above_join": vs_join["wins"],
+                     "below_hold": vs_hold["losses"]})
+    return rows
+
+
+def _at(values: np.ndarray, bound: float) -> np.ndarray:
+    return np.isclose(values, bound, rtol=1e-4, atol=0.0)
+
+
+def run_targets(run_dir: Path) -> dict | None:
+    """The learning targets of one training run from its diagnostics (second half of the rows)."""
+    try:
+        run = load_run(run_dir)
+    except ReportError:
+        return None
+    cols = run.columns
+    n = len(run.steps)
+    if n < 4:
+        return None
+    half = slice(n // 2, n)
+    out = {}
+    for name in LR_SLOTS:
+        x = np.asarray(cols[name])[half]
+        s = _SLOT[name]
+        out[f"{name}_off"] = float(np.mean(~(_at(x, s.lo) | _at(x, s.hi))))
+    k = np.asarray(cols["k_loop_mult"])[half]
+    out["k_at_max"] = float(np.mean(_at(k, _SLOT["k_loop_mult"].hi)))
+    eps = np.asarray(cols["ppo_clip_eps"])[half]
+    s = _SLOT["ppo_clip_eps"]
+    out["clip_at_bound"] = float(np.mean(_at(eps, s.lo) | _at(eps, s.hi)))
+    out["alpha_left_1"] = bool(np.any(np.asarray(cols["v_blend_alpha"])[half] < 1.0))
+    rpt = np.asarray(cols["reward_per_trade_ema"])[half]
+    out["rpt_end"] = float(rpt[-1])
+    # trend over the second half: least-squares slope x the half's length (the EMA's change it implies)
+    t = np.arange(rpt.size, dtype=np.float64)
+    out["rpt_trend"] = float(np.polyfit(t, rpt, 1)[0] * rpt.size) if rpt.size > 1 else 0.0
+    return out
+
+
+def target_rows(folder: Path) -> list[dict]:
+    """Per (dataset, variant): medians / counts of ``run_targets`` over the trials that kept diagnostics."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for result_path in sorted(folder.glob(f"trials/*/*/*/{RESULT_FILE}")):
+        result = json.loads(result_path.read_text())
+        t = run_targets(result_path.parent / "run")
+        if t is not None:
+            groups.setdefault((result["dataset"], result["variant"]), []).append(t)
+    rows = []
+    for (dataset, variant), ts in groups.items():
+        row = {"dataset": dataset, "variant": variant, "runs": len(ts)}
+        for key in [f"{n}_off" for n in LR_SLOTS] + ["k_at_max", "clip_at_bound", "rpt_end", "rpt_trend"]:
+            row[key] = float(np.median([t[key] for t in ts]))
+        row["alpha_left_1"] = sum(t["alpha_left_1"] for t in ts)
+        row["rpt_end_min"] = min(t["rpt_end"] for t in ts)
+        rows.append(row)
+    return rows
+
+
+def markdown(held: list[dict], targets: list[dict], policy: str) -> str:
+    lines = [f"## Held-out net PnL in $ of the {policy} policy against join (paired by seed)", "",
+             "| dataset | variant | n | policy mean [95 % CI] | join mean | policy − join [95 % CI] | seeds ≥ join | seeds < hold |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(held, key=lambda r: (r["dataset"], r["variant"])):
+        lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {r['n']} | "
+                     f"{_money(r['policy'])} {_ci(r['policy_ci'])} | {_money(r['join'])} | {_money(r['diff'])} "
+                     f"{_ci(r['diff_ci'])} | {r['above_join']}/{r['n']} | {r['below_hold']} |")
+    by_variant: dict[str, list[dict]] = {}
+    for r in held:
+        by_variant.setdefault(r["variant"], []).append(r)
+    lines += ["", "| variant | days with policy mean ≥ join | days whose CI of the mean excludes a loss | seeds < hold (days with more than one) |",
+              "|---|---|---|---|"]
+    for v, rs in sorted(by_variant.items()):
+        ge = sum(r["diff"] >= 0 for r in rs)
+        safe = sum(r["policy_ci"][0] is not None and r["policy_ci"][0] > 0 for r in rs)
+        below = sum(r["below_hold"] for r in rs)
+        lines.append(f"| {v} | {ge}/{len(rs)} | {safe}/{len(rs)} | {below} ({sum(r['below_hold'] > 1 for r in rs)}) |")
+    if targets:
+        lines += ["", "## In-sample learning targets (second half of each run; medians over the runs with diagnostics)", "",
+                  "| dataset | variant | runs | lr_q off clamps | lr_pi off | lr_v off | K at K_MAX | clip at a bound | runs where α left 1 | reward/trade EMA at end (min) | its trend over the half |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(targets, key=lambda r: (r["dataset"], r["variant"])):
+            lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {r['runs']} | "
+                         f"{r['lr_q_off']:.0%} | {r['lr_pi_off']:.0%} | {r['lr_v_off']:.0%} | {r['k_at_max']:.0%} | "
+                         f"{r['clip_at_bound']:.0%} | {r['alpha_left_1']}/{r['runs']} | {r['rpt_end']:.1f} "
+                         f"({r['rpt_end_min']:.1f}) | {r['rpt_trend']:+.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("studies", nargs="+", type=Path, help="alpharl study output folders")
+    ap.add_argument("--policy", default="sampled", choices=("sampled", "greedy"))
+    ap.add_argument("--out", type=Path, default=None, help="write the markdown here (default: print it)")
+    args = ap.parse_args(argv)
+    held, targets = [], []
+    for folder in args.studies:
+        path = folder / STUDY_FILE
+        if not path.is_file():
+            print(f"ablation: {path}: no study.json (run alpharl study first)", file=sys.stderr)
+            return 2
+        held += held_out_rows(json.loads(path.read_text()), args.policy)
+        targets += target_rows(folder)
+    text = markdown(held, targets, args.policy)
+    if args.out:
+        args.out.write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

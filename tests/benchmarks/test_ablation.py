@@ -1,0 +1,53 @@
+"""benchmarks/studies/ablation.py: the ablation table from real (small) studies, two variants, with the
+in-sample targets read from the trials' diagnostics."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from alpharl.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[2]
+CUT = ROOT / "tests" / "data" / "lobster" / "AMZN_2012-06-21_5_cut.zip"
+
+
+def _ablation():
+    spec = importlib.util.spec_from_file_location("ablation", ROOT / "benchmarks" / "studies" / "ablation.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def small_study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("abl")
+    horizon = root / "horizon.toml"
+    horizon.write_text('diag_every = 2\n[sim]\nepisode_end = "horizon"\n')
+    out = root / "study"
+    res = CliRunner().invoke(app, ["study", "--data", str(CUT), "--out", str(out), "--seeds", "2", "--steps", "8",
+                                   "--b", "4", "--backend", "numpy", "--eval-steps", "12", "--no-png",
+                                   "--variant", "plain", "--variant", f"horizon={horizon}"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_table_rows_and_targets(small_study, tmp_path):
+    ab = _ablation()
+    md = tmp_path / "a.md"
+    assert ab.main([str(small_study), "--policy", "greedy", "--out", str(md)]) == 0
+    text = md.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| AMZN_2012-06-21_5_cut |")]
+    # held-out rows (2 variants) and in-sample rows (the horizon variant kept 4 diagnostic rows a run)
+    assert sum(" plain " in r for r in rows) >= 1 and sum(" horizon " in r for r in rows) == 2
+    held = ab.held_out_rows(__import__("json").loads((small_study / "study.json").read_text()), "greedy")
+    assert {r["variant"] for r in held} == {"plain", "horizon"} and all(r["n"] == 2 for r in held)
+    for r in held:
+        assert r["diff"] == pytest.approx(r["policy"] - r["join"])   # paired by seed: the means' difference
+    targets = {r["variant"]: r for r in ab.target_rows(small_study)}
+    assert targets["horizon"]["runs"] == 2 and 0.0 <= targets["horizon"]["lr_q_off"] <= 1.0
+
+
+def test_missing_study_is_one_line(tmp_path, capsys):
+    assert _ablation().main([str(tmp_path)]) == 2
+    assert "no study.json" in capsys.readouterr().err
