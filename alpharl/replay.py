@@ -27,7 +27,7 @@ from alpharl.batches import ReplayBatch
 from alpharl.cuda_kernels.replay import per as K
 from alpharl.prng import STREAM_REPLAY, seed_states
 
-#: Arrays saved by state_dict (everything but the CDF scratch and the open gate). Their names are the
+#: Arrays saved by state_dict (everything but the CDF and draw scratch and the open gate). Their names are the
 #: checkpoint's keys (``replay.<name>``), kept as they are so that older checkpoints load: the stored
 #: transition is obs_s (s), action, reward, done, obs_s2 (s'), the drawn minibatch the same with mb_.
 STATE_ARRAYS = ("obs_s", "action", "reward", "done", "obs_s2", "priority", "pmax", "meta", "sampler_state",
@@ -52,7 +52,7 @@ def initial_arrays(capacity: int, obs_dim: int, max_batch: int, seed: int) -> di
         "mb_idx": np.zeros(max_batch, i32),
         "cdf": np.zeros(capacity, np.float64), "tile_sum": np.zeros(tiles, np.float64),
         "tile_sq": np.zeros(tiles, np.float64), "tile_cdf": np.zeros(tiles, np.float64),
-        "open_gate": np.ones(1, i32),
+        "scratch": np.zeros(K.SCRATCH_LEN, np.float64), "open_gate": np.ones(1, i32),
     }
 
 
@@ -62,15 +62,21 @@ class PrioritizedReplay:
     ``obs_dim``: length of one observation; ``max_batch``: the largest minibatch
     ``sample`` may draw; ``seed``: seeds the per-row sampler states (stream
     ``STREAM_REPLAY`` of :func:`alpharl.prng.seed_states`); ``stream``: the CUDA
-    stream (or graph builder) every kernel is launched on (None: the default stream).
+    stream (or graph builder) every kernel is launched on (None: the default stream);
+    ``grid_above``: minibatches of more rows draw and update on the grid path
+    (``alpharl.cuda_kernels.replay.per``: the same results, more launches), fewer
+    on one block; an attribute, read at each launch (a captured graph keeps the
+    path of its capture).
     """
 
-    def __init__(self, capacity: int, obs_dim: int, max_batch: int, seed: int, stream=None):
+    def __init__(self, capacity: int, obs_dim: int, max_batch: int, seed: int, stream=None,
+                 grid_above: int = K.PER_GRID_ABOVE):
         if not 1 <= capacity < 2**31 or obs_dim < 1 or max_batch < 1:
             raise ValueError(f"PrioritizedReplay: capacity={capacity}, obs_dim={obs_dim}, "
                              f"max_batch={max_batch} must all be >= 1 (capacity < 2^31)")
         self.capacity, self.obs_dim, self.max_batch, self.seed = capacity, obs_dim, max_batch, seed
         self.stream = 0 if stream is None else stream
+        self.grid_above = grid_above
         for name, host in initial_arrays(capacity, obs_dim, max_batch, seed).items():
             setattr(self, name, self._to_storage(host))
 
@@ -114,9 +120,18 @@ class PrioritizedReplay:
         gate = self._gate(gate)
         self._launch(K.rl_per_build_cdf, K.n_tiles(self.capacity), K.PER_BLOCK, gate, self.priority, self.meta,
                      isv, self.cdf, self.tile_sum, self.tile_sq)
-        self._launch(K.rl_per_sample, 1, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.cdf,
-                     self.tile_sum, self.tile_sq, self.tile_cdf, self.sampler_state, np.int32(m),
-                     self.mb_idx, self.mb_weight)
+        if m <= self.grid_above:
+            self._launch(K.rl_per_sample, 1, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.cdf,
+                         self.tile_sum, self.tile_sq, self.tile_cdf, self.sampler_state, np.int32(m),
+                         self.mb_idx, self.mb_weight)
+            return
+        rows = K.row_grid(m)
+        self._launch(K.rl_per_scan_tiles, 1, K.PER_BLOCK, gate, self.meta, isv, self.tile_sum, self.tile_sq,
+                     self.tile_cdf, self.scratch)
+        self._launch(K.rl_per_draw, rows, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.cdf, self.tile_cdf,
+                     self.scratch, self.sampler_state, np.int32(m), self.mb_idx)
+        self._launch(K.rl_per_weights, rows, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.scratch,
+                     np.int32(m), self.mb_idx, self.mb_weight)
 
     def gather(self, m: int | None = None, gate=None) -> ReplayBatch:
         """Copy the drawn transitions into the minibatch arrays; returns views of rows 0..m-1."""
@@ -144,7 +159,15 @@ class PrioritizedReplay:
         m = self._rows(m)
         if loss.shape[0] < m:
             raise ValueError(f"update_priorities: loss has {loss.shape[0]} rows, the minibatch {m}")
-        self._launch(K.rl_per_update_priority, 1, K.PER_BLOCK, self._gate(gate), self.mb_idx, loss, np.int32(m),
+        gate = self._gate(gate)
+        if m <= self.grid_above:
+            self._launch(K.rl_per_update_priority, 1, K.PER_BLOCK, gate, self.mb_idx, loss, np.int32(m),
+                         self.priority, self.pmax, stream=stream)
+            return
+        rows = K.row_grid(m)
+        self._launch(K.rl_per_clear_priority, rows, K.PER_BLOCK, gate, self.mb_idx, np.int32(m), self.priority,
+                     stream=stream)
+        self._launch(K.rl_per_max_priority, rows, K.PER_BLOCK, gate, self.mb_idx, loss, np.int32(m),
                      self.priority, self.pmax, stream=stream)
 
     def _rows(self, m: int | None) -> int:

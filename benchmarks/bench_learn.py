@@ -93,6 +93,20 @@ class Timer:
         return self.e0.elapsed_time(self.e1) * 1e3 / iters
 
 
+def device_us(timer: Timer, fn, iters: int, warmup: int) -> float:
+    """µs per call of fn (launches on timer.stream): replayed from a graph of KERNEL_REPEATS calls on the
+    GPU, eager on the simulator."""
+    if target.on_simulator():
+        return timer.time_us(fn, iters, warmup)
+    from alpharl.graph import CapturedGraph
+
+    g = CapturedGraph(timer.stream, lambda: [fn() for _ in range(KERNEL_REPEATS)])
+    try:
+        return timer.time_us(g.replay, iters, warmup) / KERNEL_REPEATS
+    finally:
+        g.close()
+
+
 def _batches(b: int, m: int, d: int, rng):
     from numba import cuda
 
@@ -172,23 +186,11 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
         KA.rl_adam[cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, stream](
             gate, p, gr, nets.adam_m, nets.adam_v, np.int32(n), nets.table, isv, nets.adam_state)
 
-    def device_us(fn) -> float:
-        """µs per call of fn: replayed from a graph of KERNEL_REPEATS calls on the GPU, eager on the simulator."""
-        if target.on_simulator():
-            return timer.time_us(fn, iters, warmup)
-        from alpharl.graph import CapturedGraph
-
-        g = CapturedGraph(stream, lambda: [fn() for _ in range(KERNEL_REPEATS)])
-        try:
-            return timer.time_us(g.replay, iters, warmup) / KERNEL_REPEATS
-        finally:
-            g.close()
-
     res["kernels"] = {}
     for name, (fn, flops) in kernels.items():
-        us = device_us(fn)
+        us = device_us(timer, fn, iters, warmup)
         res["kernels"][name] = {"us": us, "tflops": flops / us * 1e-6}
-    res["kernels"]["guard + adam"] = {"us": device_us(guard_adam), "tflops": 0.0}
+    res["kernels"]["guard + adam"] = {"us": device_us(timer, guard_adam, iters, warmup), "tflops": 0.0}
     res["update_tflops"] = res["flops"]["total"] / res["update_us"] * 1e-6
 
     # the learning step as the trainer runs it, with the soft update; then the peer on the same work

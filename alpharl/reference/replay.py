@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpharl.cuda_kernels.replay.per import (META_CURSOR, META_SIZE, PER_BLOCK, PER_THREAD_ITEMS, PER_TILE,
-                                             PRIORITY_EPS)
+                                             PRIORITY_EPS, SCRATCH_LEAST, SCRATCH_LEN, SCRATCH_TOTAL)
 from alpharl.isv import RL_PER_ALPHA, RL_PER_BETA, RL_PER_ESS_FRAC
 from alpharl.prng import uniform53_np, xorshift32_np
 from alpharl.replay import PrioritizedReplay
@@ -94,13 +94,9 @@ def rl_per_build_cdf(gate, priority, meta, isv, cdf, tile_sum, tile_sq):
     tile_sq[:tiles] = sq
 
 
-def rl_per_sample(gate, priority, meta, isv, cdf, tile_sum, tile_sq, tile_cdf, sampler_state, m, idx, is_weight):
-    if gate[0] == 0:
-        return
-    n = int(meta[META_SIZE])
+def _scan_tiles(n, tile_sum, tile_sq, tile_cdf, isv):
+    """rl_per_sample's tile scan: tile_cdf over the filled tiles, the ESS into isv; returns the total mass."""
     tiles = -(-n // PER_TILE)
-    alpha = f64(isv[RL_PER_ALPHA])
-    beta = f64(isv[RL_PER_BETA])
     chunk = -(-tiles // PER_BLOCK)
     padded_sum = np.zeros(PER_BLOCK * chunk, f64)
     padded_sq = np.zeros(PER_BLOCK * chunk, f64)
@@ -112,20 +108,51 @@ def rl_per_sample(gate, priority, meta, isv, cdf, tile_sum, tile_sq, tile_cdf, s
     else:
         total = sq = f64(0.0)
     isv[RL_PER_ESS_FRAC] = f32(total * total / (n * sq)) if n > 0 else f32(0.0)
-    if n == 0 or m == 0:
-        idx[:m] = 0
-        is_weight[:m] = 0.0
+    return total
+
+
+def rl_per_scan_tiles(gate, meta, isv, tile_sum, tile_sq, tile_cdf, scratch):
+    if gate[0] == 0:
         return
+    scratch[SCRATCH_TOTAL] = _scan_tiles(int(meta[META_SIZE]), tile_sum, tile_sq, tile_cdf, isv)
+    scratch[SCRATCH_LEAST] = np.inf
+
+
+def rl_per_draw(gate, priority, meta, isv, cdf, tile_cdf, scratch, sampler_state, m, idx):
+    if gate[0] == 0:
+        return
+    n = int(meta[META_SIZE])
+    if n == 0:
+        idx[:m] = 0
+        return
+    tiles = -(-n // PER_TILE)
     a = xorshift32_np(sampler_state[:m])
     b = xorshift32_np(a)
     sampler_state[:m] = b
-    target = uniform53_np(a, b) * total
+    target = uniform53_np(a, b) * scratch[SCRATCH_TOTAL]
     t = _first_above(tile_cdf, np.zeros(m, np.int64), np.full(m, tiles - 1, np.int64), target)
     before = np.where(t > 0, tile_cdf[np.maximum(t - 1, 0)], 0.0)
     pick = _first_above(cdf, t * PER_TILE, np.minimum((t + 1) * PER_TILE, n) - 1, target - before)
     idx[:m] = pick
-    mass = _mass(priority[pick], alpha)
-    is_weight[:m] = np.power(mass.min() / mass, beta).astype(f32)
+    scratch[SCRATCH_LEAST] = min(scratch[SCRATCH_LEAST], _mass(priority[pick], f64(isv[RL_PER_ALPHA])).min())
+
+
+def rl_per_weights(gate, priority, meta, isv, scratch, m, idx, is_weight):
+    if gate[0] == 0:
+        return
+    if int(meta[META_SIZE]) == 0:
+        is_weight[:m] = 0.0
+        return
+    mass = _mass(priority[idx[:m]], f64(isv[RL_PER_ALPHA]))
+    is_weight[:m] = np.power(scratch[SCRATCH_LEAST] / mass, f64(isv[RL_PER_BETA])).astype(f32)
+
+
+def rl_per_sample(gate, priority, meta, isv, cdf, tile_sum, tile_sq, tile_cdf, sampler_state, m, idx, is_weight):
+    """The grid path's three references in turn: the one block computes the same (the kernels share code)."""
+    scratch = np.empty(SCRATCH_LEN, f64)
+    rl_per_scan_tiles(gate, meta, isv, tile_sum, tile_sq, tile_cdf, scratch)
+    rl_per_draw(gate, priority, meta, isv, cdf, tile_cdf, scratch, sampler_state, m, idx)
+    rl_per_weights(gate, priority, meta, isv, scratch, m, idx, is_weight)
 
 
 def rl_per_gather(gate, idx, m, obs_s, action, reward, done, obs_s2,
@@ -140,21 +167,32 @@ def rl_per_gather(gate, idx, m, obs_s, action, reward, done, obs_s2,
     mb_done[:m] = done[i]
 
 
-def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
+def rl_per_clear_priority(gate, idx, m, priority):
     if gate[0] == 0:
         return
-    i = idx[:m]
+    priority[idx[:m]] = 0.0
+
+
+def rl_per_max_priority(gate, idx, loss, m, priority, pmax):
+    if gate[0] == 0:
+        return
     p = np.abs(np.asarray(loss[:m], f32)) + f32(PRIORITY_EPS)
     p[~np.isfinite(p)] = 0.0  # dropped
-    priority[i] = 0.0
-    np.maximum.at(priority, i, p)
+    np.maximum.at(priority, idx[:m], p)
     top = p.max() if m > 0 else f32(0.0)
     if top > pmax[0]:
         pmax[0] = top
 
 
-_REFERENCE = {f.__name__: f for f in (rl_per_insert, rl_per_advance, rl_per_build_cdf, rl_per_sample, rl_per_gather,
-                                      rl_per_update_priority)}
+def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
+    """The grid path's two references in turn (clear, then max)."""
+    rl_per_clear_priority(gate, idx, m, priority)
+    rl_per_max_priority(gate, idx, loss, m, priority, pmax)
+
+
+_REFERENCE = {f.__name__: f for f in (rl_per_insert, rl_per_advance, rl_per_build_cdf, rl_per_sample, rl_per_scan_tiles,
+                                      rl_per_draw, rl_per_weights, rl_per_gather, rl_per_update_priority,
+                                      rl_per_clear_priority, rl_per_max_priority)}
 
 
 class PrioritizedReplayReference(PrioritizedReplay):

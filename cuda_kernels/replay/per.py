@@ -25,6 +25,13 @@ levels so the O(C) part runs on the whole GPU:
    search for the first tile with tile_cdf > target, then inside that tile
    for the first slot with cdf > target - (tiles before). float64 and a
    53-bit u: no slot loses its mass to rounding even in a 2^20-slot buffer.
+3. Large minibatches (m > PER_GRID_ABOVE) run step 2 on the grid path
+   instead: ``rl_per_scan_tiles`` (one block: the tile scan, the ESS, the
+   total into scratch), ``rl_per_draw`` (one thread per draw: idx, the batch
+   min of p^alpha by a float64 atomic min into scratch) and ``rl_per_weights``
+   (one thread per row). One block draws m / PER_BLOCK rows per thread, each
+   two dependent bisections through global memory, on one SM; the grid draws
+   every row at once. The same device functions, so the same results.
 
 Sampling is with replacement, so fewer filled slots than draws is fine; with
 an empty buffer every draw is idx 0 with weight 0 (contributes no gradient).
@@ -46,9 +53,11 @@ non-finite loss (a NaN or inf in the transition itself: the weights are guarded
 against non-finite updates) drops the transition: priority 0, never sampled
 again, so one bad row cannot stall the Q head; it does not touch pmax. pmax <- max(pmax, batch max). New
 transitions enter with priority pmax, so each is replayed at least once soon.
+One block does it (``rl_per_update_priority``); above PER_GRID_ABOVE rows two
+grid launches (``rl_per_clear_priority``, ``rl_per_max_priority``).
 
-Kernels that run inside the learning K-loop (build_cdf, sample, gather,
-update_priority) take a
+Kernels that run inside the learning K-loop (build_cdf, the draw, gather,
+the priority update) take a
 first argument gate[1] (int32): gate[0] == 0 makes every block exit at once,
 writing nothing, so the trainer can predicate K-loop iterations on the device.
 """
@@ -68,7 +77,7 @@ from alpharl.sizes import cdiv
 META_CURSOR = 0
 META_SIZE = 1
 META_LEN = 2
-#: Threads of the scan kernels (build_cdf, sample) and of update_priority; a power of two.
+#: Threads of every kernel here but the copies (insert, gather); a power of two (scans, tree reductions).
 PER_BLOCK = 128
 #: Contiguous slots each build_cdf thread sums; PER_TILE slots per block.
 PER_THREAD_ITEMS = 8
@@ -79,6 +88,18 @@ COPY_BLOCK = 256
 PRIORITY_EPS = 1.0e-6
 #: Priority of the first transitions, before any loss is seen (Schaul et al.: p_1 = 1).
 INITIAL_MAX_PRIORITY = 1.0
+#: A minibatch of more rows than this draws and updates on the grid path (one thread per row, many
+#: blocks) instead of the one-block path. One block runs ceil(m / PER_BLOCK) dependent rounds of two
+#: bisections through global memory; the grid runs one round over all SMs but is three launches instead
+#: of one for the draw and two instead of one for the update, each a graph node of ~3-5 us. So small
+#: minibatches (the B = 16 step) stay on one block. 4 PER_BLOCK (four rounds) is a first estimate, to be
+#: set by measurement on the GPU (benchmarks/bench_replay.py times both paths at each m).
+PER_GRID_ABOVE = 4 * PER_BLOCK
+#: scratch[] layout (float64) between the grid path's kernels: the total mass sum p^alpha, and the batch
+#: min of p^alpha over the draws (the IS weights' normaliser).
+SCRATCH_TOTAL = 0
+SCRATCH_LEAST = 1
+SCRATCH_LEN = 2
 
 
 @cuda.jit(device=True)
@@ -200,28 +221,15 @@ def rl_per_build_cdf(gate, priority, meta, isv, cdf, tile_sum, tile_sq):
         tile_sq[tile] = s_sq[PER_BLOCK - 1]
 
 
-@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], float64[::1], float64[::1], float64[::1], "
-        "float64[::1], uint32[::1], int32, int32[::1], float32[::1])")
-def rl_per_sample(gate, priority, meta, isv, cdf, tile_sum, tile_sq, tile_cdf, sampler_state, m, idx, is_weight):
-    """Draw m slots with P(i) proportional to p_i^alpha, their IS weights, and the ESS fraction.
+@cuda.jit(device=True)
+def scan_tiles(n, tile_sum, tile_sq, tile_cdf, isv, s_sum, s_sq, tid):
+    """tile_cdf[t] <- inclusive prefix sum of tile_sum over the filled tiles; isv[RL_PER_ESS_FRAC] <- ESS.
 
-    Reads rl_per_build_cdf's cdf / tile_sum / tile_sq; tile_cdf[n_tiles(C)] f64
-    is scratch. sampler_state[>= m] u32 (two xorshift32 steps per draw,
-    advanced in place), idx[>= m] i32 out, is_weight[>= m] f32 out,
-    isv[RL_PER_ESS_FRAC] out. Launch [1, PER_BLOCK] (one block: fixed-order
-    scan over the tiles and the batch max of the weights).
+    A contiguous chunk of tiles per thread, then a block scan of the chunk sums
+    (s_sum, s_sq: shared PER_BLOCK f64). Returns the total mass; every thread of
+    the block must call it, and tile_cdf is complete after its closing sync.
     """
-    if gate[0] == 0:
-        return
-    s_sum = cuda.shared.array(PER_BLOCK, float64)
-    s_sq = cuda.shared.array(PER_BLOCK, float64)
-    tid = cuda.threadIdx.x
-    n = meta[META_SIZE]
     n_tiles = (n + PER_TILE - 1) // PER_TILE
-    alpha = float64(isv[RL_PER_ALPHA])
-    beta = float64(isv[RL_PER_BETA])
-
-    # 1. prefix sums over the tiles: a contiguous chunk per thread, then a scan of the chunk sums
     chunk = (n_tiles + PER_BLOCK - 1) // PER_BLOCK
     lo = tid * chunk
     hi = min(lo + chunk, n_tiles)
@@ -238,33 +246,132 @@ def rl_per_sample(gate, priority, meta, isv, cdf, tile_sum, tile_sq, tile_cdf, s
     if tid == 0:
         ess = total * total / (float64(n) * s_sq[PER_BLOCK - 1]) if n > 0 else float64(0.0)
         isv[RL_PER_ESS_FRAC] = float32(ess)
-    cuda.syncthreads()  # tile_cdf complete; s_sum is free for the batch min
+    cuda.syncthreads()  # tile_cdf complete; the shared arrays are free again
+    return total
 
-    # 2. draws: the tile first, then the slot inside it
+
+@cuda.jit(device=True)
+def draw_row(j, n, total, alpha, priority, cdf, tile_cdf, sampler_state, idx, least):
+    """Draw j into idx[j]; returns min(least, its p^alpha).
+
+    u_j = uniform53 of two xorshift32 steps of sampler_state[j] (advanced in
+    place), target u_j x total; bisect for the tile, then for the slot inside it.
+    With an empty buffer (n = 0) idx[j] = 0 and the state is left alone.
+    """
+    pick = 0
+    if n > 0:
+        a = xorshift32(sampler_state[j])
+        b = xorshift32(a)
+        sampler_state[j] = b
+        target = uniform53(a, b) * total
+        t = first_above(tile_cdf, 0, (n + PER_TILE - 1) // PER_TILE - 1, target)
+        before = tile_cdf[t - 1] if t > 0 else float64(0.0)
+        pick = first_above(cdf, t * PER_TILE, min((t + 1) * PER_TILE, n) - 1, target - before)
+        least = min(least, priority_mass(priority[pick], alpha))
+    idx[j] = int32(pick)
+    return least
+
+
+@cuda.jit(device=True)
+def block_min(sh, v, tid):
+    """Min of the block's v, returned to every thread (sh: shared PER_BLOCK f64, left holding the
+    reduction; a max of negatives, negation being exact). Every thread of the block must call it."""
+    sh[tid] = -v
+    cuda.syncthreads()
+    tree_max(sh, tid, PER_BLOCK)
+    return -sh[0]
+
+
+@cuda.jit(device=True)
+def weight_row(j, n, least, alpha, beta, priority, idx, is_weight):
+    """is_weight[j] <- (p_min^alpha / p_{idx[j]}^alpha)^beta, in (0, 1]; 0 with an empty buffer."""
+    wj = float64(0.0)
+    if n > 0:
+        wj = math.pow(least / priority_mass(priority[idx[j]], alpha), beta)
+    is_weight[j] = float32(wj)
+
+
+@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], float64[::1], float64[::1], float64[::1], "
+        "float64[::1], uint32[::1], int32, int32[::1], float32[::1])")
+def rl_per_sample(gate, priority, meta, isv, cdf, tile_sum, tile_sq, tile_cdf, sampler_state, m, idx, is_weight):
+    """Draw m slots with P(i) proportional to p_i^alpha, their IS weights, and the ESS fraction: the
+    one-block path (m <= PER_GRID_ABOVE).
+
+    Reads rl_per_build_cdf's cdf / tile_sum / tile_sq; tile_cdf[n_tiles(C)] f64
+    is scratch. sampler_state[>= m] u32 (two xorshift32 steps per draw,
+    advanced in place), idx[>= m] i32 out, is_weight[>= m] f32 out,
+    isv[RL_PER_ESS_FRAC] out. Launch [1, PER_BLOCK] (one block: fixed-order
+    scan over the tiles and the batch min of p^alpha).
+    """
+    if gate[0] == 0:
+        return
+    s_sum = cuda.shared.array(PER_BLOCK, float64)
+    s_sq = cuda.shared.array(PER_BLOCK, float64)
+    tid = cuda.threadIdx.x
+    n = meta[META_SIZE]
+    alpha = float64(isv[RL_PER_ALPHA])
+    beta = float64(isv[RL_PER_BETA])
+    total = scan_tiles(n, tile_sum, tile_sq, tile_cdf, isv, s_sum, s_sq, tid)
     least = float64(math.inf)
     for j in range(tid, m, PER_BLOCK):
-        pick = 0
-        if n > 0:
-            a = xorshift32(sampler_state[j])
-            b = xorshift32(a)
-            sampler_state[j] = b
-            target = uniform53(a, b) * total
-            t = first_above(tile_cdf, 0, n_tiles - 1, target)
-            before = tile_cdf[t - 1] if t > 0 else float64(0.0)
-            pick = first_above(cdf, t * PER_TILE, min((t + 1) * PER_TILE, n) - 1, target - before)
-            least = min(least, priority_mass(priority[pick], alpha))
-        idx[j] = int32(pick)
-    s_sum[tid] = -least  # batch min of p^alpha, as a max of negatives
-    cuda.syncthreads()
-    tree_max(s_sum, tid, PER_BLOCK)
-    least = -s_sum[0]
-
-    # 3. importance weights (p_min^alpha / p_i^alpha)^beta, in (0, 1]
+        least = draw_row(j, n, total, alpha, priority, cdf, tile_cdf, sampler_state, idx, least)
+    least = block_min(s_sum, least, tid)
     for j in range(tid, m, PER_BLOCK):
-        wj = float64(0.0)
-        if n > 0:
-            wj = math.pow(least / priority_mass(priority[idx[j]], alpha), beta)
-        is_weight[j] = float32(wj)
+        weight_row(j, n, least, alpha, beta, priority, idx, is_weight)
+
+
+# The grid path of the draw (m > PER_GRID_ABOVE): rl_per_scan_tiles, rl_per_draw, rl_per_weights run
+# rl_per_sample's three phases as three launches, a kernel boundary in place of each grid-wide sync.
+# The same device functions on the same inputs: the same idx, weights, ESS and sampler states.
+@kernel("void(int32[::1], int32[::1], float32[::1], float64[::1], float64[::1], float64[::1], float64[::1])")
+def rl_per_scan_tiles(gate, meta, isv, tile_sum, tile_sq, tile_cdf, scratch):
+    """rl_per_sample's tile scan and ESS; scratch[SCRATCH_TOTAL] <- the total mass, scratch[SCRATCH_LEAST] <- +inf.
+
+    scratch[SCRATCH_LEN] f64 out. Launch [1, PER_BLOCK].
+    """
+    if gate[0] == 0:
+        return
+    s_sum = cuda.shared.array(PER_BLOCK, float64)
+    s_sq = cuda.shared.array(PER_BLOCK, float64)
+    tid = cuda.threadIdx.x
+    total = scan_tiles(meta[META_SIZE], tile_sum, tile_sq, tile_cdf, isv, s_sum, s_sq, tid)
+    if tid == 0:
+        scratch[SCRATCH_TOTAL] = total
+        scratch[SCRATCH_LEAST] = math.inf
+
+
+@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], float64[::1], float64[::1], float64[::1], "
+        "uint32[::1], int32, int32[::1])")
+def rl_per_draw(gate, priority, meta, isv, cdf, tile_cdf, scratch, sampler_state, m, idx):
+    """Draw j = thread j < m into idx[j], after rl_per_scan_tiles; scratch[SCRATCH_LEAST] <- the batch min of p^alpha.
+
+    Each block reduces its min in shared memory, then one float64 atomic min per
+    block: min is exact and order-independent, so the result is deterministic.
+    Launch [row_grid(m), PER_BLOCK].
+    """
+    if gate[0] == 0:
+        return
+    sh = cuda.shared.array(PER_BLOCK, float64)
+    tid = cuda.threadIdx.x
+    j = cuda.grid(1)
+    least = float64(math.inf)
+    if j < m:  # a guarded draw, not an early return: every thread reaches block_min's syncs
+        least = draw_row(j, meta[META_SIZE], scratch[SCRATCH_TOTAL], float64(isv[RL_PER_ALPHA]), priority, cdf,
+                         tile_cdf, sampler_state, idx, least)
+    least = block_min(sh, least, tid)
+    if tid == 0:
+        cuda.atomic.min(scratch, SCRATCH_LEAST, least)
+
+
+@kernel("void(int32[::1], float32[::1], int32[::1], float32[::1], float64[::1], int32, int32[::1], float32[::1])")
+def rl_per_weights(gate, priority, meta, isv, scratch, m, idx, is_weight):
+    """is_weight[j] for j < m from rl_per_draw's idx and batch min. Launch [row_grid(m), PER_BLOCK]."""
+    if gate[0] == 0:
+        return
+    j = cuda.grid(1)
+    if j < m:
+        weight_row(j, meta[META_SIZE], scratch[SCRATCH_LEAST], float64(isv[RL_PER_ALPHA]),
+                   float64(isv[RL_PER_BETA]), priority, idx, is_weight)
 
 
 # ------------------------------------------------------------------ gather
@@ -295,9 +402,19 @@ def rl_per_gather(gate, idx, m, obs_s, action, reward, done, obs_s2,
 
 
 # --------------------------------------------------------- priority update
+@cuda.jit(device=True)
+def new_priority(loss):
+    """|loss| + PRIORITY_EPS, or 0 (the transition is dropped) when that is not finite."""
+    p = abs(loss) + float32(PRIORITY_EPS)
+    if not math.isfinite(p):
+        p = float32(0.0)
+    return p
+
+
 @kernel("void(int32[::1], int32[::1], float32[::1], int32, float32[::1], float32[::1])")
 def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
-    """p[idx[j]] <- |loss[j]| + PRIORITY_EPS for j < m (max over duplicates); pmax <- max(pmax, new).
+    """p[idx[j]] <- new_priority(loss[j]) for j < m (max over duplicates); pmax <- max(pmax, new): the
+    one-block path (m <= PER_GRID_ABOVE).
 
     Two phases split by syncthreads: clear the sampled slots, then atomic max of
     the new priorities into them. Float atomic max is order-independent (unlike
@@ -314,9 +431,7 @@ def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
     fallback = pmax[0]
     top = float32(0.0)
     for j in range(tid, m, PER_BLOCK):
-        p = abs(loss[j]) + float32(PRIORITY_EPS)
-        if not math.isfinite(p):
-            p = float32(0.0)  # dropped
+        p = new_priority(loss[j])
         cuda.atomic.max(priority, idx[j], p)
         top = max(top, p)
     batch_max[tid] = top
@@ -324,6 +439,41 @@ def rl_per_update_priority(gate, idx, loss, m, priority, pmax):
     tree_max(batch_max, tid, PER_BLOCK)
     if tid == 0 and batch_max[0] > fallback:
         pmax[0] = batch_max[0]
+
+
+# The grid path of the priority update (m > PER_GRID_ABOVE): the clear and the max as two launches, the
+# kernel boundary in place of the syncthreads; pmax by one atomic max per block. Every max is exact and
+# order-independent: the same priorities and pmax as rl_per_update_priority.
+@kernel("void(int32[::1], int32[::1], int32, float32[::1])")
+def rl_per_clear_priority(gate, idx, m, priority):
+    """p[idx[j]] <- 0 for j = thread j < m, before rl_per_max_priority. Launch [row_grid(m), PER_BLOCK]."""
+    if gate[0] == 0:
+        return
+    j = cuda.grid(1)
+    if j < m:
+        priority[idx[j]] = float32(0.0)
+
+
+@kernel("void(int32[::1], int32[::1], float32[::1], int32, float32[::1], float32[::1])")
+def rl_per_max_priority(gate, idx, loss, m, priority, pmax):
+    """p[idx[j]] <- max(p[idx[j]], new_priority(loss[j])) for j = thread j < m; pmax <- max(pmax, new).
+
+    Launch [row_grid(m), PER_BLOCK], after rl_per_clear_priority.
+    """
+    if gate[0] == 0:
+        return
+    batch_max = cuda.shared.array(PER_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    j = cuda.grid(1)
+    top = float32(0.0)
+    if j < m:  # guarded, not an early return: every thread reaches tree_max's syncs
+        top = new_priority(loss[j])
+        cuda.atomic.max(priority, idx[j], top)
+    batch_max[tid] = top
+    cuda.syncthreads()
+    tree_max(batch_max, tid, PER_BLOCK)
+    if tid == 0:
+        cuda.atomic.max(pmax, 0, batch_max[0])
 
 
 def n_tiles(capacity: int) -> int:
@@ -334,3 +484,8 @@ def n_tiles(capacity: int) -> int:
 def copy_grid(n_elements: int) -> int:
     """Blocks of COPY_BLOCK threads for a grid-stride copy of n_elements (at least one)."""
     return max(1, cdiv(n_elements, COPY_BLOCK))
+
+
+def row_grid(m: int) -> int:
+    """Blocks of PER_BLOCK threads, one thread per row, for the grid path's m rows (at least one)."""
+    return max(1, cdiv(m, PER_BLOCK))

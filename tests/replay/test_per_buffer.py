@@ -2,12 +2,13 @@
 import numpy as np
 import pytest
 from numba import cuda
+from replay.replay_helpers import assert_same_state, per_isv
 from support import INT_POISON, assert_all_written, nonzero_uniform, poisoned
 
 from alpharl import isv as S
 from alpharl.cuda_kernels.replay import per as K
 from alpharl.reference.replay import PrioritizedReplayReference
-from alpharl.replay import STATE_ARRAYS, PrioritizedReplay
+from alpharl.replay import PrioritizedReplay
 
 D = 3
 
@@ -27,14 +28,6 @@ def _insert_both(dev, ref, batch):
     ref.insert(*batch)
 
 
-def _isv(rng):
-    isv = S.bootstrap_vector()
-    isv[S.RL_PER_ALPHA] = rng.uniform(0.3, 1.0)
-    isv[S.RL_PER_BETA] = rng.uniform(0.3, 1.0)
-    isv[S.RL_PER_ESS_FRAC] = np.nan  # poison: each sampling pass must write it
-    return isv
-
-
 def _load_both(dev, ref, **arrays):
     """Overwrite some state arrays of both replays through the checkpoint API."""
     for r in (dev, ref):
@@ -43,19 +36,13 @@ def _load_both(dev, ref, **arrays):
         r.load_state_dict(state)
 
 
-def _assert_same_state(dev, ref):
-    d, r = dev.state_dict(), ref.state_dict()
-    for name in STATE_ARRAYS:
-        np.testing.assert_array_equal(d[name], r[name], err_msg=name)
-
-
 def test_insert_wraps_around_the_ring(rng):
     dev, ref = _pair(rng, capacity=10, max_batch=4)
     batches = [_transitions(rng, n) for n in (4, 4, 5)]
     for batch in batches:
         _insert_both(dev, ref, batch)
     assert dev.host_size() == (3, 10)  # 13 transitions into 10 slots: cursor wrapped to 3, buffer full
-    _assert_same_state(dev, ref)
+    assert_same_state(dev, ref)
     # the newest 10 transitions, in ring order: slots 0-2 hold the last 3 of the third batch
     newest = np.concatenate([b[0] for b in batches])[3:]
     np.testing.assert_array_equal(dev.state_dict()["obs_s"], np.roll(newest, 3, axis=0))
@@ -69,7 +56,7 @@ def test_insert_takes_the_running_max_priority(rng):
     _insert_both(dev, ref, _transitions(rng, 2))
     p = dev.state_dict()["priority"]
     np.testing.assert_array_equal(p, [1, 1, 1, 7.5, 7.5, 0, 0, 0])
-    _assert_same_state(dev, ref)
+    assert_same_state(dev, ref)
 
 
 @pytest.mark.parametrize("size", [K.PER_TILE + 150, 37])
@@ -81,7 +68,7 @@ def test_sample_matches_reference(rng, size):
     priority = np.zeros(capacity, np.float32)
     priority[:size] = rng.uniform(0.01, 5.0, size)
     _load_both(dev, ref, priority=priority, meta=np.array([size % capacity, size], np.int32))
-    isv = _isv(rng)
+    isv = per_isv(rng)
     d_isv = cuda.to_device(isv)
     dev.mb_idx, dev.mb_weight = poisoned(m, np.int32), poisoned(m, np.float32)
     mb = dev.sample(d_isv, m)
@@ -110,7 +97,7 @@ def test_sample_matches_reference(rng, size):
 def test_sample_with_fewer_filled_slots_than_draws(rng):
     dev, ref = _pair(rng, capacity=64, max_batch=96)
     _insert_both(dev, ref, _transitions(rng, 5))
-    isv = _isv(rng)
+    isv = per_isv(rng)
     mb = dev.sample(cuda.to_device(isv), 96)
     mbr = ref.sample(isv, 96)
     idx = mb.idx.copy_to_host()
@@ -121,7 +108,7 @@ def test_sample_with_fewer_filled_slots_than_draws(rng):
 
 def test_sample_from_an_empty_buffer_is_defined(rng):
     dev, _ = _pair(rng, capacity=16, max_batch=8)
-    isv = _isv(rng)
+    isv = per_isv(rng)
     d_isv = cuda.to_device(isv)
     states = dev.sampler_state.copy_to_host()
     mb = dev.sample(d_isv, 8)
@@ -143,7 +130,7 @@ def test_priority_update_takes_max_over_duplicates_and_guards_non_finite(rng):
     _load_both(dev, ref, mb_idx=idx)
     dev.update_priorities(cuda.to_device(loss), m)
     ref.update_priorities(loss, m)
-    _assert_same_state(dev, ref)
+    assert_same_state(dev, ref)
 
     p = dev.state_dict()["priority"]
     eps = np.float32(K.PRIORITY_EPS)
@@ -165,7 +152,7 @@ def test_gate_zero_writes_nothing(rng):
                         ("mb_obs_s2", np.float32), ("cdf", np.float64), ("tile_sum", np.float64),
                         ("tile_sq", np.float64), ("tile_cdf", np.float64)):
         setattr(dev, name, poisoned(getattr(dev, name).shape, dtype))
-    isv = _isv(rng)
+    isv = per_isv(rng)
     d_isv = cuda.to_device(isv)
     before = dev.state_dict()
     dev.sample(d_isv, m, gate=closed)
@@ -186,7 +173,7 @@ def test_state_dict_round_trip_continues_identically(rng):
     capacity, m = 48, 16
     dev, _ = _pair(rng, capacity, m)
     dev.insert(*(cuda.to_device(x) for x in _transitions(rng, 30)))
-    isv = cuda.to_device(_isv(rng))
+    isv = cuda.to_device(per_isv(rng))
     dev.sample(isv, m)
     dev.update_priorities(cuda.to_device(nonzero_uniform(rng, m)), m)
     saved = dev.state_dict()

@@ -127,15 +127,20 @@ SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True
 
 @pytest.mark.slow
 @pytest.mark.skipif(target.on_simulator() is False, reason="the sim backend needs the CUDA simulator")
-@pytest.mark.parametrize("switches", [{}, SIGNALS_ON], ids=["fixed", "signals"])
-def test_one_step_numpy_and_kernels_agree(switches):
+@pytest.mark.parametrize("switches, grid", [({}, False), (SIGNALS_ON, False), ({}, True)],
+                         ids=["fixed", "signals", "replay-grid"])
+def test_one_step_numpy_and_kernels_agree(switches, grid):
     """One step from the same state: the kernels (sim backend) and the NumPy references agree, with the
-    reward normaliser, the adaptive support and the anchors off and on."""
+    reward normaliser, the adaptive support and the anchors off and on, and with the replay's draw and
+    priority update on its grid path (the threshold moved below M, as a large M takes it)."""
     kw = dict(b=1, minibatch=2, replay_capacity=8, **switches)
     # A narrow encoder: the simulator runs one Python thread per GPU thread, and the kernels take the
     # width as an argument (their tiles cover any width; tests/nets checks them at several).
     ref = IntegratedTrainer(_cfg(**kw), MARKET, hidden=16)
     dev = IntegratedTrainer(_cfg(backend="sim", **kw), MARKET, hidden=16)
+    if grid:
+        for tr in (ref, dev):
+            tr.ops.replay.grid_above = tr.M - 1
     lr_used = max(float(ref.read_isv()[s]) for s in S.LR_SLOTS)  # the step's Adam runs before its controllers
     ref.step()
     dev.step()
@@ -151,6 +156,8 @@ def test_one_step_numpy_and_kernels_agree(switches):
     strict = np.setdiff1d(np.arange(len(isv_r)), rel)
     np.testing.assert_allclose(isv_d[strict], isv_r[strict], rtol=2e-3, atol=1e-5)
     sr, sd = ref.state_dict(), dev.state_dict()
+    np.testing.assert_array_equal(sd["replay.sampler_state"], sr["replay.sampler_state"])
+    np.testing.assert_array_equal(sd["replay.mb_idx"], sr["replay.mb_idx"])
     for k in ("nets.target", "sim.state_i", "replay.priority", "replay.reward", "prng", "ret_run"):
         np.testing.assert_allclose(np.asarray(sd[k], np.float64), np.asarray(sr[k], np.float64), rtol=1e-3,
                                    atol=1e-5, err_msg=k)
