@@ -12,7 +12,7 @@ from alpharl.config import ConfigError, TrainConfig
 from alpharl.cuda_kernels import ranks as K
 from alpharl.lobster.sample import load_embedded
 from alpharl.prng import rank_seed
-from alpharl.ranks import LEARN_SLOTS, SIGNAL_SLOTS, rank_config, state_digest
+from alpharl.ranks import LEARN_SLOTS, SIGNAL_SLOTS, check_identical, rank_config, state_digest
 from alpharl.reference import ranks as R
 from alpharl.trainer import IntegratedTrainer
 
@@ -201,3 +201,25 @@ def test_config_gpus_must_divide_b():
         _cfg(b=6, gpus=4).validate()
     with pytest.raises(ConfigError, match="--gpus 0"):
         _cfg(gpus=0).validate()
+
+
+def test_ranks_that_differ_stop_with_one_line():
+    cfg = _cfg(gpus=2)
+    comms, hub = _group(2)
+    trainers = [IntegratedTrainer(rank_config(cfg), MARKET, hidden=HIDDEN, comm=c) for c in comms]
+    _run_ranks(trainers, hub, steps=1)
+    trainers[1].ops.nets.state["params"][0] += np.float32(1.0)  # rank 1's weights drift
+    errors = [None, None]
+
+    def check(r):
+        try:
+            check_identical(comms[r], trainers[r], 1)
+        except RankError as exc:
+            errors[r] = str(exc)
+
+    threads = [threading.Thread(target=check, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors[0] == errors[1] == "step 1: rank 1's weights or ISV differ from rank 0's; stopped"
