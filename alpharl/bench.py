@@ -261,3 +261,54 @@ def main(argv=None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ------------------------------------------------------------------ data-parallel scaling (--gpus)
+def rank_counts(gpus: int) -> list[int]:
+    """Rank counts measured up to --gpus G: the powers of two below G, and G."""
+    return sorted({1 << k for k in range(gpus.bit_length()) if 1 << k <= gpus} | {gpus})
+
+
+def timed_rank_steps(config: TrainConfig, resume, comm) -> float:
+    """One rank of ``bench_gpus``: two warm-up steps (eager, then capture), then ``config.steps`` replays;
+    the slowest rank's steps/s (every rank starts and stops timing together, after a host collective)."""
+    from alpharl.ranks import rank_config
+
+    tr = IntegratedTrainer(rank_config(config), load_embedded(), comm=comm)
+    sync = tr.ops.stream.synchronize
+    tr.run(2)
+    sync()
+    comm.broadcast(None)
+    t0 = time.perf_counter()
+    tr.run(config.steps)
+    sync()
+    sps = config.steps / (time.perf_counter() - t0)
+    rates = comm.gather(sps)
+    return None if rates is None else min(rates)
+
+
+def bench_gpus(b_per_rank: int, steps: int, gpus: int) -> dict:
+    """Weak scaling: B = G x b_per_rank over G = rank_counts(gpus) spawned ranks (one GPU each, NCCL);
+    env-steps/s per G and the scaling efficiency env-steps/s(G) / (G env-steps/s(1))."""
+    from alpharl.launch import launch
+
+    rows = []
+    for g in rank_counts(gpus):
+        cfg = TrainConfig(b=b_per_rank * g, gpus=g, backend="cuda", graph=True, steps=steps, k_max=1,
+                          replay_capacity=max(65536, 4 * b_per_rank), minibatch=256)
+        eps = launch(cfg, backend="cuda", task=timed_rank_steps) * cfg.b
+        rows.append({"gpus": g, "b": cfg.b, "b_per_rank": b_per_rank, "env_steps_per_s": eps,
+                     "efficiency": eps / (g * rows[0]["env_steps_per_s"]) if rows else 1.0})
+    return {"env": environment(), "scaling": rows}
+
+
+SCALING_COLUMNS = (("GPUs", "gpus", "{:d}"), ("B", "b", "{:d}"), ("B/GPU", "b_per_rank", "{:d}"),
+                   ("env-steps/s", "env_steps_per_s", "{:,.0f}"), ("efficiency", "efficiency", "{:.1%}"))
+
+
+def format_scaling(report: dict, width: int | None = None):
+    rows = [[fmt.format(r[key]) for _, key, fmt in SCALING_COLUMNS] for r in report["scaling"]]
+    headers = [name for name, _, _ in SCALING_COLUMNS]
+    return fitted_table(headers, rows, width, [], lead=0,
+                        title=f"alpharl bench --gpus — {report['env'].get('gpu', '?')} ({report['env'].get('date')})",
+                        caption="weak scaling: B/GPU fixed; efficiency = env-steps/s over G x that of one GPU")

@@ -88,6 +88,10 @@ class TrainConfig:
     each head's LR aims at a relative Adam step of 1e-3, the PPO clip at a KL relative to the entropy,
     the entropy coefficient at an entropy from tau, K relative to the best baseline fit seen.
     Off: the fixed targets."""
+    gpus: int = 1
+    """G, data-parallel ranks (one process per GPU, each with B/G backtests, its own replay and simulator
+    state; gradients and the ISV's batch statistics averaged over the ranks every update: alpharl.ranks).
+    B must divide by G; replay_capacity and minibatch are per rank."""
     diag_every: int = 50
     """Steps between diagnostic rows (one host read of the ISV each)."""
     checkpoint_every: int = 1000
@@ -110,6 +114,10 @@ class TrainConfig:
             bad.append(f"--steps {self.steps}: must be >= 0")
         if self.b < 1:
             bad.append(f"--b {self.b}: must be >= 1")
+        if self.gpus < 1:
+            bad.append(f"--gpus {self.gpus}: must be >= 1")
+        elif self.b >= 1 and self.b % self.gpus:
+            bad.append(f"--b {self.b} does not divide by --gpus {self.gpus}: every rank runs B/G backtests")
         if self.backend not in BACKENDS:
             bad.append(f"--backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
         if not 1 <= self.k_max <= K_MAX:

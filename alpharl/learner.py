@@ -100,9 +100,11 @@ class Learner:
     """
 
     def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None,
-                 rel_update: bool = False):
-        """rel_update: the grad guard also writes each module's relative update (--adaptive-anchors)."""
+                 rel_update: bool = False, ranks=None):
+        """rel_update: the grad guard also writes each module's relative update (--adaptive-anchors).
+        ranks: alpharl.ranks.RankSync with data-parallel ranks (None: one rank)."""
         self.nets = nets
+        self.ranks = ranks
         self.rel_update = np.int32(1 if rel_update else 0)
         self.max_b, self.max_m = int(max_b), int(max_m)
         self.max_next = self.max_b if max_next is None else int(max_next)
@@ -271,7 +273,11 @@ class Learner:
         br.join(Q_DW)
         br.join(ENC_DW)
 
-        # 7. (h) grad norms + non-finite guard, Adam on every module
+        # 7. with data-parallel ranks: every head's gradient is complete here (all branches joined), so the
+        # gradient and the batch statistics of the ISV are averaged over the ranks before the guard reads them
+        if self.ranks is not None:
+            self.ranks.learn(gr, isv, gate)
+        # (h) grad norms + non-finite guard, Adam on every module
         mask = PPO_V_MASK if mode == ENV_COLLECT else KA.MASK_ALL
         KA.rl_grad_guard[KA.N_MODULES, KA.GUARD_BLOCK, st](gate, gr, p, nets.adam_m, nets.adam_v, nets.table, isv,
                                                             nets.adam_state, i32(mask), self.rel_update)

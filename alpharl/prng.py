@@ -163,6 +163,15 @@ def seed_states(seed: int, n: int, stream: int = STREAM_ACTIONS) -> np.ndarray:
     return states
 
 
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of data-parallel rank ``rank``'s own randomness (simulator, replay, actions): ``seed`` itself
+    for rank 0, so one rank draws what a single-GPU run draws; SplitMix64 output number ``rank`` of the
+    generator at ``seed`` (31 bits) for the others, so no two ranks replay the same backtests."""
+    if rank == 0:
+        return int(seed)
+    return int(_splitmix64_outputs(seed, rank + 1)[rank] >> np.uint64(33))
+
+
 def seed_lanes(seed: int, lanes, stream: int) -> np.ndarray:
     """The states ``seed_states`` gives the lanes ``lanes`` (indices) of ``stream``: a simulator that
     holds some of a run's backtests draws as those backtests would (host uint32[len(lanes)])."""

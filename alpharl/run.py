@@ -27,9 +27,11 @@ from pathlib import Path
 
 from alpharl import isv as S
 from alpharl.backends.factory import resolve_backend
+from alpharl.comm import Communicator, RankError
 from alpharl.checkpoint import CheckpointError, check_obs_version, load_checkpoint, save_checkpoint
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
+from alpharl.ranks import check_identical, merge_rank_states, rank_config, rank_state
 from alpharl.dataset import Dataset, check_same_files, load_dataset
 from alpharl.rundir import (CHECKPOINT_FILE, clean, default_run_dir, has_checkpoint, read_dataset, resume_config,
                             write_config, write_dataset, write_summary)
@@ -72,11 +74,15 @@ def check_backend(config: TrainConfig) -> None:
         raise ConfigError(str(exc)) from None
 
 
-def _load_resumed(trainer: IntegratedTrainer, run_dir: Path, config: TrainConfig) -> int:
-    """Load the run's checkpoint into ``trainer``; the step it was written at."""
+def _load_resumed(trainer: IntegratedTrainer, run_dir: Path, config: TrainConfig, rank: int = 0) -> int:
+    """Load the run's checkpoint (rank ``rank``'s part) into ``trainer``; the step it was written at."""
     path = run_dir / CHECKPOINT_FILE
     arrays, meta = load_checkpoint(path)
     check_obs_version(meta, path)
+    if int(meta.get("gpus", 1)) != config.gpus:
+        raise CheckpointError(f"{path}: checkpoint of {meta.get('gpus', 1)} rank(s) (--gpus); this run has "
+                              f"--gpus {config.gpus}: resume with --gpus {meta.get('gpus', 1)}")
+    arrays = rank_state(arrays, rank)
     if int(meta.get("obs_dim", -1)) != trainer.obs_dim or int(meta.get("b", -1)) != config.b:
         raise CheckpointError(f"{path}: checkpoint is for b={meta.get('b')}, "
                               f"obs_dim={meta.get('obs_dim')}; this run has b={config.b}, obs_dim={trainer.obs_dim}")
@@ -128,9 +134,19 @@ class _NullDashboard:
         pass
 
 
-def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> dict:
-    """Run (or resume) training; returns the summary (also written to summary.json)."""
-    dash = dashboard if dashboard is not None else _NullDashboard()
+def train(config: TrainConfig, *, resume: str | None = None, dashboard=None, comm: Communicator | None = None) -> dict:
+    """Run (or resume) training; returns the summary (also written to summary.json).
+
+    comm: this process's rank of ``config.gpus`` data-parallel ranks (alpharl.launch starts them). Every rank
+    steps its own B/G backtests; rank 0 alone writes the run directory (config, diagnostics of its own
+    backtests' metrics, summary) and the checkpoint, which holds every rank's state. Every diagnostic interval
+    the ranks check that their weights and ISV are the same bits (RankError on the first that differs) and
+    take rank 0's stop flag: with several ranks, Ctrl-C stops at the next diagnostic interval."""
+    if config.gpus > 1 and (comm is None or comm.size != config.gpus):
+        raise ConfigError(f"--gpus {config.gpus}: the ranks are started by alpharl.launch, one process each")
+    rank = 0 if comm is None else comm.rank
+    writes = rank == 0
+    dash = dashboard if dashboard is not None and writes else _NullDashboard()
     if resume:
         run_dir = Path(resume)
         config = resume_config(run_dir, config)
@@ -147,19 +163,20 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     record = None if dataset is None else dataset.record(config.b)
     labels = [f.label for f in dataset.training] if dataset is not None and len(dataset.training) > 1 else []
 
-    trainer = IntegratedTrainer(config, market)
+    trainer = IntegratedTrainer(config if comm is None else rank_config(config), market, comm=comm)
     start_step = 0
     if continuing:
-        start_step = _load_resumed(trainer, run_dir, config)
-    else:
+        start_step = _load_resumed(trainer, run_dir, config, rank)
+    elif writes:
         run_dir.mkdir(parents=True, exist_ok=True)
-    clean(run_dir)
-    write_config(run_dir, config)
-    if record is not None:
-        write_dataset(run_dir, record)
-
-    writer = DiagnosticsWriter(run_dir, list(METRICS) + stream_metric_names(labels), append=continuing,
-                               keep_until_step=start_step)
+    writer = None
+    if writes:
+        clean(run_dir)
+        write_config(run_dir, config)
+        if record is not None:
+            write_dataset(run_dir, record)
+        writer = DiagnosticsWriter(run_dir, list(METRICS) + stream_metric_names(labels), append=continuing,
+                                   keep_until_step=start_step)
 
     def all_metrics() -> tuple[dict, dict]:
         """(overall metrics, overall and per-file metrics under their diagnostics names)."""
@@ -167,10 +184,24 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
         return overall, overall | name_stream_metrics(labels, trainer.stream_metrics())
 
     def checkpoint(step: int) -> None:
-        meta = {"step": step, "b": config.b, "obs_dim": trainer.obs_dim, "obs_version": OBS_VERSION,
-                "config": config.to_dict(), "dataset": record}
-        save_checkpoint(run_dir / CHECKPOINT_FILE, trainer.state_dict(), meta)
+        """Every rank hands its state to rank 0, which writes them as one checkpoint."""
+        parts = [trainer.state_dict()] if comm is None else comm.gather(trainer.state_dict())
+        if not writes:
+            return
+        meta = {"step": step, "b": config.b, "gpus": config.gpus, "obs_dim": trainer.obs_dim,
+                "obs_version": OBS_VERSION, "config": config.to_dict(), "dataset": record}
+        save_checkpoint(run_dir / CHECKPOINT_FILE, merge_rank_states(parts), meta)
         write_parquet_snapshot(run_dir)
+
+    def stop_now(step: int, at_diag: bool) -> bool:
+        """One rank: its own flag. Several: at diagnostic intervals, where they check their states too,
+        rank 0's flag on every rank (all must stop at the same step)."""
+        if comm is None:
+            return flag.stop
+        if not at_diag:
+            return False
+        check_identical(comm, trainer, step)
+        return bool(comm.broadcast(flag.stop))
 
     t_start = time.perf_counter()
     t_last, step_last = t_start, start_step
@@ -178,6 +209,7 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
     last_isv = None
     metrics: dict = {}
     interrupted = False
+    diverged = False
     with dash, _StopFlag() as flag:
         dash.start(config, run_dir)
         if notice:
@@ -186,12 +218,15 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
             dash.log(f"resumed {run_dir} at step {start_step}")
         elif resume:
             dash.log(f"{run_dir} had no checkpoint yet: started again from step 0 with its config")
-        dash.log(f"backend {trainer.backend}, B={config.b}, obs_dim={trainer.obs_dim}, run dir {run_dir}")
+        ranks = "" if comm is None else f", {config.gpus} ranks of B/G={config.b // config.gpus}"
+        dash.log(f"backend {trainer.backend}, B={config.b}{ranks}, obs_dim={trainer.obs_dim}, run dir {run_dir}")
         try:
             while step < config.steps:
                 trainer.step()
                 step += 1
-                if step % config.diag_every == 0 or step == config.steps or flag.stop:
+                at_diag = step % config.diag_every == 0 or step == config.steps
+                stop = stop_now(step, at_diag)
+                if writes and (at_diag or stop):
                     last_isv = trainer.read_isv()
                     metrics, columns = all_metrics()
                     now = time.perf_counter()
@@ -201,13 +236,20 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
                     dash.update(step, last_isv, metrics, sps, sps * config.b)
                 if config.checkpoint_every and step % config.checkpoint_every == 0:
                     checkpoint(step)
-                if flag.stop:
+                if stop:
                     interrupted = True
                     dash.log(f"stopping at step {step}: writing the final checkpoint")
                     break
+        except RankError:
+            diverged = True  # the last checkpoint stays the last good state
+            raise
         finally:
-            checkpoint(step)
-            writer.close()
+            if not diverged:
+                checkpoint(step)
+            if writer is not None:
+                writer.close()
+        if not writes:
+            return {"run_dir": str(run_dir), "step": step, "rank": rank, "interrupted": interrupted}
         wall = time.perf_counter() - t_start
         if last_isv is None:
             last_isv = trainer.read_isv()
@@ -216,7 +258,7 @@ def train(config: TrainConfig, *, resume: str | None = None, dashboard=None) -> 
                  for lab, m in zip(labels, trainer.stream_metrics())]
         summary = {
             "run_dir": str(run_dir), "step": step, "started_at_step": start_step, "interrupted": interrupted,
-            "backend": trainer.backend, "b": config.b, "wall_seconds": wall,
+            "backend": trainer.backend, "b": config.b, "gpus": config.gpus, "wall_seconds": wall,
             "steps_per_s": (step - start_step) / wall if wall > 0 else float("nan"),
             "losses": {s.name: float(last_isv[s.index]) for s in S.SLOTS if s.group == "losses"},
             "metrics": {k: (None if v != v else v) for k, v in metrics.items()},

@@ -67,16 +67,18 @@ from alpharl.sizes import HIDDEN
 class IntegratedTrainer:
     """B backtests + networks + replay + controllers; ``step()`` runs one training step."""
 
-    def __init__(self, config: TrainConfig, market=None, hidden: int = HIDDEN):
+    def __init__(self, config: TrainConfig, market=None, hidden: int = HIDDEN, comm=None):
         """market: MarketData or SyntheticMarket for the order-book simulator, or a tuple of MarketData (one
         stream each: alpharl.sim.streams); unused with config.features.
-        hidden: the encoder's width (SPEC: HIDDEN; narrower nets make kernel-vs-reference tests cheap)."""
+        hidden: the encoder's width (SPEC: HIDDEN; narrower nets make kernel-vs-reference tests cheap).
+        comm: this rank's communicator (alpharl.comm) when it is one of several data-parallel ranks; config
+        is then the rank's own (alpharl.ranks.rank_config: B/G backtests)."""
         self.config = config.validate()
         self.backend = resolve_backend(config.backend)
         self.B = config.b
         self.M = min(config.minibatch, config.capacity)
         self.steps_done = 0
-        self.ops = make_backend(self.backend, config, market, self.M, hidden)
+        self.ops = make_backend(self.backend, config, market, self.M, hidden, comm)
         self.obs_dim = self.ops.obs_dim
         self._graphs: dict[int, CapturedGraph] = {}  # per phase
         self._ran_eagerly: set[int] = set()  # phases whose kernels ran (compiled) in this process
@@ -119,6 +121,7 @@ class IntegratedTrainer:
             o.update_priorities(out, gate)  # a side branch, joined before the next sample
         # 14 signals (from the last iteration that ran): the SIGNAL_MOMENTS rows in one launch
         o.moments(out, phase)
+        o.reduce_signals()  # data-parallel ranks: averaged over them (alpharl.ranks); else nothing
         # 14-15 signal EMAs, controllers and the step counter (one launch), 16 target soft update
         o.step_controllers()
         o.soft_update()

@@ -15,6 +15,7 @@ def bench(
     starts: Annotated[bool, typer.Option("--starts/--no-starts", help="Also time cold and warm start (subprocesses).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     out: Annotated[str | None, typer.Option("--out", help="Also write the JSON report to this file.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="Data-parallel scaling instead: env-steps/s and scaling efficiency over 1, 2, 4 ... G spawned ranks, one GPU each, at the first --b per GPU.", show_default=False)] = None,
 ) -> None:
     """Benchmark the training step: µs/step (graph, eager), env-steps/s, sim and learning alone, memory, floor;
     the learning alone against the PyTorch peer where torch is installed."""
@@ -22,12 +23,19 @@ def bench(
         if target.active() != target.GPU:
             raise UserError("bench needs a GPU (numba runs the CUDA simulator here); run it on a GPU machine")
         # Here, not at the top: alpharl.bench loads the trainer, numba and the kernels (start-up of the CLI).
-        from alpharl.bench import DEFAULT_BS, format_table, run_bench
+        from alpharl.bench import DEFAULT_BS, bench_gpus, format_scaling, format_table, run_bench
 
         bs = b or list(DEFAULT_BS)
         if any(x < 1 for x in bs):
             raise UserError(f"--b {min(bs)}: must be >= 1")
-        report = run_bench(bs, steps, starts)
+        if gpus is not None:
+            from alpharl.launch import visible_gpus
+
+            if gpus > visible_gpus():
+                raise UserError(f"bench --gpus {gpus}: this machine sees {visible_gpus()} GPU(s)")
+            report, table = bench_gpus(bs[0], steps, gpus), format_scaling
+        else:
+            report, table = run_bench(bs, steps, starts), format_table
         if out:
             with open(out, "w") as f:
                 f.write(jsontext.dumps(report, indent=1))
@@ -37,4 +45,4 @@ def bench(
             from rich.console import Console
 
             console = Console()
-            console.print(format_table(report, console.width))
+            console.print(table(report, console.width))

@@ -5,6 +5,7 @@ import errno
 import sys
 
 from alpharl.checkpoint import CheckpointError
+from alpharl.comm import RankError
 from alpharl.config import ConfigError
 from alpharl.dataset import DatasetError
 from alpharl.evaluate import EvalError
@@ -57,7 +58,7 @@ def describe_os_error(exc: OSError) -> str | None:
 
 #: Exceptions whose message is the whole story: printed as one line, exit 2.
 ONE_LINE_ERRORS = (UserError, ConfigError, RunDirError, LobsterFormatError, CheckpointError, ReportError, EvalError,
-                   ExportError, DatasetError, WindowError, StudyError)
+                   ExportError, DatasetError, WindowError, StudyError, RankError)
 
 
 class user_errors:
@@ -65,7 +66,7 @@ class user_errors:
 
     Maps ``UserError`` and the one-line error types of the package
     (``ConfigError``, ``RunDirError``, ``LobsterFormatError``, ``CheckpointError``,
-    ``ReportError``, ``EvalError``, ``ExportError``, ``DatasetError``, ``WindowError``, ``StudyError``) and disk/path ``OSError``s; anything else propagates
+    ``ReportError``, ``EvalError``, ``ExportError``, ``DatasetError``, ``WindowError``, ``StudyError``, ``RankError``) and disk/path ``OSError``s; anything else propagates
     (a bug should show its traceback).
     """
 

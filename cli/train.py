@@ -49,6 +49,8 @@ def train(
     reward_norm: Annotated[bool | None, typer.Option("--reward-norm/--no-reward-norm", help="Scale learning's rewards by 1 / RMS of the running return (on the device). (default: off)", show_default=False)] = None,
     adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help="C51 support at +-5 running return RMS instead of a fixed +-10. (default: off)", show_default=False)] = None,
     adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help="Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: off)", show_default=False)] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help=f"G data-parallel ranks, one process per GPU, each with B/G backtests (NCCL all-reduce of the gradients and the ISV's batch statistics); with --backend numpy or sim the ranks run on the CPU. (default: {_D.gpus})", show_default=False)] = None,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Run the --gpus ranks as Ray actors with one GPU each on this cluster (its nodes must see the run directory and the data at the same paths; needs the extra 'ray').", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of options; command-line options override it.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live dashboard: a plain progress line at most once a minute.")] = False,
 ) -> None:
@@ -64,7 +66,7 @@ def train(
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale,
                            **{"sim.obs_levels": obs_levels, "sim.episode_end": episode_end,
                               "sim.inventory_penalty": inventory_penalty}, reward_norm=reward_norm,
-                           adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors))
+                           adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors, gpus=gpus))
         note = rundir.check_paths(cfg, resume)
         if note:
             typer.echo(f"alpharl: {note}", err=True)
@@ -73,7 +75,16 @@ def train(
         from alpharl import run
 
         run.check_backend(cfg)
-        summary = _run(run, cfg, resume, quiet)
+        if cfg.gpus > 1 or ray_address is not None:
+            from alpharl import launch
+            from alpharl.backends.factory import resolve_backend
+
+            backend_name = resolve_backend(cfg.backend)
+            launch.check_gpus(cfg, backend_name, ray_address)
+            summary = launch.launch(cfg, None if resume is None else str(resume), backend=backend_name, quiet=quiet,
+                                    ray_address=ray_address)
+        else:
+            summary = _run(run, cfg, resume, quiet)
     if summary.get("interrupted"):
         where = summary.get("run_dir", cfg.run_dir)
         at = summary.get("step", summary.get("steps", "?"))

@@ -112,6 +112,9 @@ class Backend(Protocol):
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         """14: the SIGNAL_MOMENTS statistics into the ISV's obs slots (the PPO/V rows over the phase's samples)."""
 
+    def reduce_signals(self) -> None:
+        """14 with data-parallel ranks: step 14's statistics averaged over the ranks (alpharl.ranks)."""
+
     def step_controllers(self) -> None:
         """14-15: signal EMAs, controllers, step counter + 1."""
 

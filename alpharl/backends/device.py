@@ -26,7 +26,8 @@ from alpharl.cuda_kernels.step_ops import N_ACC, STEP_OPS_BLOCK, rl_accumulate_t
 from alpharl.graph import Branches
 from alpharl.learner import Learner
 from alpharl.nets import Nets
-from alpharl.prng import STREAM_ACTIONS, seed_states
+from alpharl.prng import STREAM_ACTIONS, rank_seed, seed_states
+from alpharl.ranks import rank_sync
 from alpharl.replay import PrioritizedReplay
 from alpharl.rollout import Rollout
 from alpharl.signals import signal_inputs, signal_moments_table
@@ -43,23 +44,28 @@ N_STEP_BRANCHES = 3
 class DeviceBackend(SharedOps):
     """The step's operations as kernel launches on one stream (cuda and sim backends)."""
 
-    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN):
+    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN, comm=None):
+        """comm: this rank's communicator (alpharl.comm) with data-parallel ranks; None for one."""
         self.stream = cuda.stream()
         st = self.stream
         B = config.b
         self.B, self.M = B, m
+        # The networks start from the run's seed on every rank; the backtests, replay and actions from the rank's.
+        seed = rank_seed(config.seed, 0 if comm is None else comm.rank)
         if config.features:
-            self.sim = FeatureEnv(B, config.seed, stream=st)
+            self.sim = FeatureEnv(B, seed, stream=st)
         else:
-            self.sim = make_lobsim(market, config.sim, B, config.seed, stream=st)
+            self.sim = make_lobsim(market, config.sim, B, seed, stream=st)
         self.obs_dim = self.sim.obs_dim
         self.nets = Nets(self.obs_dim, seed=config.seed, hidden=hidden)
         T = self.t_len = config.rollout
         self.lam = config.gae_lambda
         # The update step's env rows are the rollout's T B; the t+1 rows are always B.
-        self.learner = Learner(self.nets, T * B, m, stream=st, max_next=B, rel_update=config.adaptive_anchors)
+        self.ranks = rank_sync(comm, self.nets.layout.n_params, device=True, stream=st)
+        self.learner = Learner(self.nets, T * B, m, stream=st, max_next=B, rel_update=config.adaptive_anchors,
+                               ranks=self.ranks)
         self.rollout = Rollout(T, B, self.obs_dim, device=True, stream=st) if T > 1 else None
-        self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, config.seed, stream=st)
+        self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, seed, stream=st)
         self.controllers = Controllers(st, anchors=config.adaptive_anchors)
         self.isv = S.alloc_isv(st)
         f32 = np.float32
@@ -71,7 +77,7 @@ class DeviceBackend(SharedOps):
         self.reward_stats = reward_statistics(config)
         self.reward_stored = cuda.device_array(B, f32, stream=st) if config.reward_norm else self.reward
         self.ret_run = cuda.to_device(np.zeros(B, f32), stream=st)
-        self.prng = cuda.to_device(seed_states(config.seed, B, STREAM_ACTIONS), stream=st)
+        self.prng = cuda.to_device(seed_states(seed, B, STREAM_ACTIONS), stream=st)
         self.ones = cuda.to_device(np.ones(max(T * B, m), f32), stream=st)
         # One table per phase, before any graph capture: the PPO/V rows over B, T B or no samples.
         self.moments_tables = {phase: cuda.to_device(signal_moments_table(B, m, n_ppo), stream=st)
@@ -162,6 +168,10 @@ class DeviceBackend(SharedOps):
         xs, ws = signal_inputs(out, self.sim, self.ones)
         rl_batch_moments_multi[len(xs), REDUCE_BLOCK, self.stream](
             pad_moments_inputs(xs), pad_moments_inputs(ws), self.moments_tables[phase], self.isv)
+
+    def reduce_signals(self) -> None:
+        if self.ranks is not None:
+            self.ranks.signals(self.isv)
 
     def step_controllers(self) -> None:
         self.controllers.launch_step(self.isv, self.step_count)

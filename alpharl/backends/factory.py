@@ -25,6 +25,7 @@ def resolve_backend(backend: str) -> str:
     return backend
 
 
-def make_backend(backend: str, config: TrainConfig, market, m: int, hidden: int = HIDDEN) -> Backend:
-    """The resolved backend ``backend`` for config (market: unused with config.features; m: minibatch rows)."""
-    return BACKEND_CLASSES[backend](config, market, m, hidden)
+def make_backend(backend: str, config: TrainConfig, market, m: int, hidden: int = HIDDEN, comm=None) -> Backend:
+    """The resolved backend ``backend`` for config (market: unused with config.features; m: minibatch rows;
+    comm: this rank's communicator with data-parallel ranks, alpharl.comm)."""
+    return BACKEND_CLASSES[backend](config, market, m, hidden, comm)

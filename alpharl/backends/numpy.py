@@ -16,7 +16,8 @@ from alpharl.cuda_kernels.nets.adam import STATE_COLS
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
 from alpharl.cuda_kernels.step_ops import N_ACC
 from alpharl.nets import MODULES, NetLayout
-from alpharl.prng import STREAM_ACTIONS, seed_states
+from alpharl.prng import STREAM_ACTIONS, rank_seed, seed_states
+from alpharl.ranks import rank_sync
 from alpharl.reference import learner as RL
 from alpharl.reference.controllers import rl_k_gate, rl_reward_norm
 from alpharl.reference.lobsim.streams import make_reference_lobsim
@@ -53,17 +54,20 @@ class HostNets:
 class NumpyBackend(SharedOps):
     """The step's operations on host arrays, through the kernels' NumPy references."""
 
-    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN):
+    def __init__(self, config: TrainConfig, market, m: int, hidden: int = HIDDEN, comm=None):
+        """comm: this rank's communicator (alpharl.comm) with data-parallel ranks; None for one."""
         B = config.b
         self.B, self.M = B, m
+        seed = rank_seed(config.seed, 0 if comm is None else comm.rank)  # the nets: config.seed on every rank
         if config.features:
-            self.sim = ReferenceFeatureEnv(B, config.seed)
+            self.sim = ReferenceFeatureEnv(B, seed)
         else:
-            self.sim = make_reference_lobsim(market, config.sim, B, config.seed)
+            self.sim = make_reference_lobsim(market, config.sim, B, seed)
         self.obs_dim = self.sim.obs_dim
         self.layout = NetLayout(self.obs_dim, hidden)
         self.nets = HostNets(self.layout, config.seed)
-        self.replay = PrioritizedReplayReference(config.capacity, self.obs_dim, m, config.seed)
+        self.ranks = rank_sync(comm, self.layout.n_params, device=False)
+        self.replay = PrioritizedReplayReference(config.capacity, self.obs_dim, m, seed)
         T = self.t_len = config.rollout
         self.lam = config.gae_lambda
         self.rollout = Rollout(T, B, self.obs_dim, device=False) if T > 1 else None
@@ -80,7 +84,7 @@ class NumpyBackend(SharedOps):
         self.reward_stored = np.zeros(B, np.float32) if config.reward_norm else self.reward
         self.ret_run = np.zeros(B, np.float32)
         self.anchors = config.adaptive_anchors
-        self.prng = seed_states(config.seed, B, STREAM_ACTIONS)
+        self.prng = seed_states(seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(T * B, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
@@ -142,7 +146,8 @@ class NumpyBackend(SharedOps):
               ) -> LearnerOutputs:
         r = RL.update(self.nets.state, self.isv, env, mb, self.layout, dtype=np.float32, mode=phase,
                       gae=self.rollout.gae_inputs(self.lam) if gae else None,
-                      gae_buffers=self.gae_buffers if phase == ENV_GAE else None, rel_update=self.anchors)
+                      gae_buffers=self.gae_buffers if phase == ENV_GAE else None, rel_update=self.anchors,
+                      ranks=self.ranks)
         self.nets.state = {k: np.asarray(v, np.float32) if k != "adam_state" else v for k, v in r.state.items()}
         self.isv[:] = r.isv
         self.v_used = np.asarray(r.out.v_used, np.float32)
@@ -157,6 +162,10 @@ class NumpyBackend(SharedOps):
 
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_tables[phase], self.isv)
+
+    def reduce_signals(self) -> None:
+        if self.ranks is not None:
+            self.ranks.signals(self.isv)
 
     def step_controllers(self) -> None:
         reference_signal_emas(self.isv)

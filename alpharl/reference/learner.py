@@ -184,11 +184,12 @@ def relative_update(p_w, g_w, m_w, v_w, t: int, lr: float, ref_sq: float) -> flo
 
 
 def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout, dtype=np.float64,
-           mode: int = ENV_ONE_STEP, gae=None, gae_buffers: dict | None = None, rel_update: bool = False
-           ) -> UpdateResult:
+           mode: int = ENV_ONE_STEP, gae=None, gae_buffers: dict | None = None, rel_update: bool = False,
+           ranks=None) -> UpdateResult:
     """One whole learning update. state: params, adam_m, adam_v, target, adam_state (as Nets.state_dict()).
     mode, gae, gae_buffers: see the module docstring. rel_update: also each learning module's relative update
-    into its RL_OBS_*_REL_UPDATE slot (rl_grad_guard's flag).
+    into its RL_OBS_*_REL_UPDATE slot (rl_grad_guard's flag). ranks: alpharl.ranks.RankSync (float32 only) with
+    data-parallel ranks: the gradient and the ISV's batch statistics averaged over them before the guard.
 
     Returns the new state, the updated isv (a copy), the gradient and every per-sample output (the PPO/V ones
     None on a collect step).
@@ -207,6 +208,9 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
         isv[S.RL_LOSS_V] = hl["v"].mean()
     isv[S.RL_LOSS_BCE] = hl["bce"].mean()
     isv[S.RL_LOSS_AUX] = hl["aux"].mean()
+    if ranks is not None:
+        g = np.ascontiguousarray(g, np.float32)
+        ranks.learn(g, isv, ranks.open_gate)
     new_p = p.copy()
     new_m = np.asarray(state["adam_m"], dtype).copy()
     new_v = np.asarray(state["adam_v"], dtype).copy()
