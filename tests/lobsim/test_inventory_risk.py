@@ -2,7 +2,7 @@
 "sigma"): the running RMS of the mid's change per step each backtest keeps (state vol_steps /
 vol_msq), checked against a NumPy computation on a replay, carried across episodes and cleared by
 reset(); the penalty lambda x sigma x |q| x tick on a hand-made market whose moves are known; a
-state saved before the estimate existed loads. Kernels, reference and CPU build alike (the three
+state saved before the estimate existed loads; evaluation drops the penalty. Kernels, reference and CPU build alike (the three
 step side by side in test_lobsim_vs_reference and test_orders)."""
 import dataclasses
 
@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from alpharl import actions as A
+from alpharl.config import TrainConfig
+from alpharl.evaluate import make_setup
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE, EV_NEW
 from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import layout as L
@@ -150,3 +152,18 @@ def test_a_state_from_before_the_estimate_loads_and_starts_it_afresh(kind, rng):
 
 def _host(x):
     return x.copy_to_host() if hasattr(x, "copy_to_host") else np.array(x)
+
+
+def test_evaluation_drops_the_sigma_penalty(rng):
+    """alpharl eval's simulator parameters hold no penalty, whatever its unit: a run under them
+    rewards exactly what the unpenalised run does."""
+    config = TrainConfig(sim=SimParams(events_per_step=4, episode_steps=20, episode_end="horizon",
+                                       inventory_penalty=0.3, inventory_penalty_unit="sigma"))
+    market = real_market(AMZN5, rows=1_000)
+    setup = make_setup(config, market, 0.0, 1.0, 2, 15, 7, fills=False)
+    assert setup.sim_params.inventory_penalty == 0.0
+    plain = dataclasses.replace(setup.sim_params, inventory_penalty_unit="tick")
+    acts = rng.choice(9, size=(15, 2)).astype(np.int32)
+    got, want = (run_script(CpuLobSim(setup.market, p, 2, 7), acts) for p in (setup.sim_params, plain))
+    assert (np.abs(got.reward) > 0).any()
+    np.testing.assert_array_equal(got.reward, want.reward)
