@@ -15,6 +15,7 @@ from alpharl import rundir
 from alpharl.cli.errors import user_errors
 from alpharl.config import BACKENDS, TrainConfig
 from alpharl.dashboard import Dashboard
+from alpharl.sim.layout import PENALTY_UNITS
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
@@ -46,6 +47,7 @@ def train(
     obs_levels: Annotated[int | None, typer.Option("--obs-levels", min=1, help=f"Book levels in the observation, whatever the data's depth ([sim] obs_levels; deeper books cut, shallower padded). (default: {_D.sim.obs_levels})", show_default=False)] = None,
     episode_end: Annotated[str | None, typer.Option("--episode-end", help=f"round_trip: an episode ends when the position is back to flat; horizon: only at its window (episode_steps), every round trip still counted as a trade ([sim] episode_end). (default: {_D.sim.episode_end})", show_default=False)] = None,
     inventory_penalty: Annotated[float | None, typer.Option("--inventory-penalty", help=f"lambda >= 0: each step's learning reward less lambda x |shares held| x tick $ (ticks per share per step; never in PnL or eval) ([sim] inventory_penalty). (default: {_D.sim.inventory_penalty})", show_default=False)] = None,
+    inventory_penalty_unit: Annotated[str | None, typer.Option("--inventory-penalty-unit", help=f"{' | '.join(PENALTY_UNITS)}: the unit of --inventory-penalty's lambda: ticks, or standard deviations of the backtest's own mid move per step (lambda x sigma x |shares| x tick $; adapts to each instrument's volatility) ([sim] inventory_penalty_unit). (default: {_D.sim.inventory_penalty_unit})", show_default=False)] = None,
     reward_norm: Annotated[bool | None, typer.Option("--reward-norm/--no-reward-norm", help="Scale learning's rewards by 1 / RMS of the running return (on the device). (default: off)", show_default=False)] = None,
     adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help="C51 support at +-5 running return RMS instead of a fixed +-10. (default: off)", show_default=False)] = None,
     adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help="Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: off)", show_default=False)] = None,
@@ -65,7 +67,8 @@ def train(
                            checkpoint_every=checkpoint_every, graph=graph, backend=backend, minibatch=minibatch,
                            k_max=k_max, features=features, replay_capacity=replay_capacity, reward_scale=reward_scale,
                            **{"sim.obs_levels": obs_levels, "sim.episode_end": episode_end,
-                              "sim.inventory_penalty": inventory_penalty}, reward_norm=reward_norm,
+                              "sim.inventory_penalty": inventory_penalty,
+                              "sim.inventory_penalty_unit": inventory_penalty_unit}, reward_norm=reward_norm,
                            adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors, gpus=gpus))
         note = rundir.check_paths(cfg, resume)
         if note:

@@ -76,8 +76,9 @@ ARRIVED_BEFORE = -1
  S_TRIPS,         # round trips closed (open position back to flat by a fill) since reset()
  S_BUY_POST,      # 1: the resting buy order is post-only by its order instruction (actions follow SimParams.post_only)
  S_SELL_POST,
+ S_VOL_STEPS,     # steps in F_VOL_MSQ's mean, up to VOL_HORIZON (a market statistic: kept across episodes)
  S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
- ) = range(35)
+ ) = range(36)
 #: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
 O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
 #: Lags (env steps) of the recent mid returns in the observation.
@@ -92,7 +93,7 @@ STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_op
                  "buy_px", "buy_qty", "buy_qa", "buy_qa0", "buy_live_at", "buy_oid",
                  "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
                  "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled", "buy_live_row",
-                 "sell_live_row", "trips", "buy_post", "sell_post") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+                 "sell_live_row", "trips", "buy_post", "sell_post", "vol_steps") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
 assert len(STATE_I_NAMES) == N_STATE_I
 
 # ---------------------------------------------------- order instructions
@@ -115,9 +116,19 @@ OP_NONE, OP_PLACE, OP_CANCEL = range(3)
  F_FEES,          # fees paid in the episode, $ (negative = rebates earned)
  F_EQUITY,        # mark-to-market equity at the last step end: cash + inventory x mid, $
  F_TRIP_BASE,     # equity (= cash: flat) when the episode's last round trip closed, $ (0 before any)
- ) = range(6)
-N_STATE_F = 6
-STATE_F_NAMES = ("cash", "avg_px", "realised", "fees", "equity", "trip_base")
+ F_VOL_MSQ,       # running mean of the squared mid change per step, ticks^2 (kept across episodes)
+ ) = range(7)
+N_STATE_F = 7
+STATE_F_NAMES = ("cash", "avg_px", "realised", "fees", "equity", "trip_base", "vol_msq")
+#: The rows before it are the episode's money, cleared when an episode ends; F_VOL_MSQ (with
+#: S_VOL_STEPS) describes the market the backtest replays, not the episode, so it carries on.
+N_EPISODE_F = F_VOL_MSQ
+#: Horizon N (env steps) of the market's volatility estimate: sigma^2 = F_VOL_MSQ is the plain mean of
+#: the squared mid changes (ticks) over a backtest's first N steps, then an EMA of weight 1 / N. One
+#: update, m += (x^2 - m) / min(n, N) with x the step's change and n the steps seen, is both (1 / n is
+#: the running mean's weight). Long enough to average over the mid's bursts, short against a day's
+#: replay (tens of thousands of steps), so sigma follows the session's changes in activity.
+VOL_HORIZON = 1000
 
 # --------------------------------------------------------- per-step outputs
 #: Rows of out float32[N_OUT, B]; each row is a contiguous [B] array for the trainer.
@@ -227,25 +238,27 @@ def obs_names(obs_levels: int) -> list[str]:
 #: int32 parameter array ip[N_IP].
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
  IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
- IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END) = range(20)
-N_IP = 20
+ IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END, IP_PENALTY_UNIT) = range(21)
+N_IP = 21
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE, FP_INV_PENALTY = range(4)
 N_FP = 4
-#: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue / requote / episode_end; a
-#: choice's device code is its index here.
+#: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue / requote / episode_end /
+#: inventory_penalty_unit; a choice's device code is its index here.
 FEE_MODES = ("per_share", "per_value")
 QUEUE_MODELS = ("risk_averse", "probabilistic", "l3_fifo")
 FILL_RULES = ("partial", "all_or_nothing", "whole_order")
 ENTRY_QUEUES = ("visible", "last_seen")
 REQUOTES = ("keep", "replace")
 EPISODE_ENDS = ("round_trip", "horizon")
+PENALTY_UNITS = ("tick", "sigma")
 FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
 QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC, QUEUE_L3_FIFO = range(len(QUEUE_MODELS))
 FILL_PARTIAL, FILL_ALL_OR_NOTHING, FILL_WHOLE_ORDER = range(len(FILL_RULES))
 ENTRY_VISIBLE, ENTRY_LAST_SEEN = range(len(ENTRY_QUEUES))
 REQUOTE_KEEP, REQUOTE_REPLACE = range(len(REQUOTES))
 EPISODE_ROUND_TRIP, EPISODE_HORIZON = range(len(EPISODE_ENDS))
+PENALTY_TICK, PENALTY_SIGMA = range(len(PENALTY_UNITS))
 #: The choices of SimParams.off_tick_trades (host side: how the replayed events are built).
 OFF_TICK_TRADES = ("drop", "nearest")
 
@@ -292,6 +305,7 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_OBS_LEVELS] = p.obs_levels
     ip[IP_REQUOTE] = REQUOTES.index(p.requote)
     ip[IP_EPISODE_END] = EPISODE_ENDS.index(p.episode_end)
+    ip[IP_PENALTY_UNIT] = PENALTY_UNITS.index(p.inventory_penalty_unit)
     fp = np.zeros(N_FP, np.float64)
     fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee

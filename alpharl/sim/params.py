@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from alpharl.sim.layout import (ENTRY_QUEUES, EPISODE_ENDS, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, QUEUE_MODELS,
-                                REQUOTES)
+from alpharl.sim.layout import (ENTRY_QUEUES, EPISODE_ENDS, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, PENALTY_UNITS,
+                                QUEUE_MODELS, REQUOTES)
 
 #: What a valid value is, where the check alone would not say.
 _HINTS = {"episode_steps": " (>= 1, or 0 for one pass with episode_end 'horizon')",
           "episode_end": f" (one of {', '.join(EPISODE_ENDS)})",
-          "inventory_penalty": " (a finite number >= 0)"}
+          "inventory_penalty": " (a finite number >= 0)",
+          "inventory_penalty_unit": f" (one of {', '.join(PENALTY_UNITS)})"}
 
 #: Keys older configs may hold, and the fill_rule each value stands for.
 LEGACY_PARTIAL_FILLS = {True: "partial", False: "all_or_nothing"}
@@ -41,7 +42,21 @@ class SimParams:
     step's reward is the equity change less lambda x |inventory at the step's end| x tick ($), as
     if the mid moved lambda ticks against every share held. The tick is the instrument's own price
     unit (the observation's too), so one lambda means the same pressure on any price level. Only
-    the reward: equity, trade PnL and evaluation's PnL never include it."""
+    the reward: equity, trade PnL and evaluation's PnL never include it. inventory_penalty_unit
+    "sigma" measures lambda in the market's own moves instead."""
+    inventory_penalty_unit: str = "tick"
+    """Unit of inventory_penalty's lambda. "tick": ticks per share per step, as above. "sigma":
+    standard deviations of the mid's move per step, of the backtest's own market: the term is
+    lambda x sigma x |inventory| x tick ($), the linear inventory risk of a market maker (risk of
+    holding q shares over a step ~ |q| sigma), so one dimensionless lambda puts the same pressure on
+    instruments whose mid moves a different number of ticks per step. sigma (ticks per step) is
+    the RMS of the mid changes over the steps before this one (the plain mean of their squares over
+    the first layout.VOL_HORIZON steps, then an EMA of that horizon), 0 before any step: the
+    penalty of a step uses what was known when its action was taken. A step's mid change is the
+    market's (the snapshot before its events to the one after, never the feed-delayed view); a
+    step without a mid at either end (both sides of the book empty) is not counted. The estimate is
+    the backtest's market statistic: carried across its episodes, cleared by the simulator's
+    reset() (a fresh start from the seed) and started afresh in a state saved before it existed."""
     lot_size: int = 100
     """Shares per order: every order action trades one lot."""
     max_position: int = 500
@@ -126,6 +141,7 @@ class SimParams:
             "episode_steps": self.episode_steps >= 1 or (self.episode_steps == 0 and self.episode_end == "horizon"),
             "episode_end": self.episode_end in EPISODE_ENDS,
             "inventory_penalty": math.isfinite(self.inventory_penalty) and self.inventory_penalty >= 0.0,
+            "inventory_penalty_unit": self.inventory_penalty_unit in PENALTY_UNITS,
             "lot_size": self.lot_size >= 1,
             "max_position": self.max_position >= self.lot_size,
             "latency_events": self.latency_events >= 0,

@@ -3,7 +3,9 @@
 A checkpoint holds the simulator's state arrays; fields added since are filled
 with the value they would have had: 0 (the round trips counted since reset, the
 equity at the last round trip: in the only episode mode those versions had, an
-episode starts flat at cash 0), and the fills ring's new fields (``upgrade_ring``)."""
+episode starts flat at cash 0), and the fills ring's new fields (``upgrade_ring``).
+The market's volatility estimate (``vol_steps``, ``vol_msq``) reads 0, "nothing seen
+yet": it starts afresh from the next step, as after reset()."""
 from __future__ import annotations
 
 import numpy as np
@@ -28,14 +30,15 @@ def upgrade_state(d: dict) -> dict:
     d = upgrade_ring(d)
     si, sf = np.asarray(d["state_i"]), np.asarray(d["state_f"])
     # rows inserted before the mid history since: S_TRIPS, then S_BUY_POST / S_SELL_POST (0: no
-    # instruction made an order post-only)
-    for first in (L.S_TRIPS, L.S_BUY_POST):
+    # instruction made an order post-only), then S_VOL_STEPS
+    for first in (L.S_TRIPS, L.S_BUY_POST, L.S_VOL_STEPS):
         if si.shape[0] == first + L.N_MID_HIST:
             new = np.zeros((L.N_STATE_I,) + si.shape[1:], si.dtype)
             new[:first], new[L.S_MID_HIST:] = si[:first], si[first:]
             d, si = d | {"state_i": new}, new
-    if sf.shape[0] == L.N_STATE_F - 1:   # before F_TRIP_BASE (the last row)
-        d = d | {"state_f": np.concatenate([sf, np.zeros((1,) + sf.shape[1:], sf.dtype)])}
+    if L.F_TRIP_BASE <= sf.shape[0] < L.N_STATE_F:   # rows appended since: F_TRIP_BASE, then F_VOL_MSQ
+        pad = np.zeros((L.N_STATE_F - sf.shape[0],) + sf.shape[1:], sf.dtype)
+        d = d | {"state_f": np.concatenate([sf, pad])}
     if d["state_i"].shape[0] != L.N_STATE_I or d["state_f"].shape[0] != L.N_STATE_F:
         raise ValueError(f"simulator state of {si.shape[0]} int and {sf.shape[0]} float rows: this version reads "
                          f"{L.N_STATE_I} and {L.N_STATE_F} (or an older layout of them)")

@@ -8,6 +8,8 @@ them) at word offsets; ``book`` is always the global book table (the rows a feed
 may lie outside the staged ones)."""
 from __future__ import annotations
 
+import math
+
 from numba import cuda, float32, float64, int32, uint32
 
 from alpharl.cuda_kernels.lobsim.agent import close_if_flat, order_event, place_instructions, place_orders, walk
@@ -17,9 +19,10 @@ from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
 from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_TICK_DOLLARS, F_CASH,
                                 F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY,
-                                IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_START_SPAN, IP_SYNTHETIC, IP_TIMED_ENTRY,
-                                LIVE, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP,
-                                OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
+                                F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_PENALTY_UNIT, IP_START_SPAN,
+                                IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EPISODE_F, N_MID_HIST, N_OUT, N_STATE_F,
+                                N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, PENALTY_SIGMA, S_VOL_STEPS,
+                                VOL_HORIZON, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
                                 S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_POST, S_BUY_PX, S_BUY_QA, S_BUY_QA0,
                                 S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT,
                                 S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_LIVE_ROW, S_SELL_OID,
@@ -45,7 +48,8 @@ def has_orders(st):
 @cuda.jit(device=True)
 def select_reset(st, fs, done):
     """Branch-free reset of the episode state: every field keeps its value or, when ``done``,
-    takes the fresh-episode value (orders gone, flat, zero money)."""
+    takes the fresh-episode value (orders gone, flat, zero money); the market's volatility estimate
+    (S_VOL_STEPS, F_VOL_MSQ) carries on."""
     for r in (S_STEP_IN_EP, S_INVENTORY, S_WAS_OPEN, S_TRADE_STEPS, S_BOUGHT, S_SOLD,
               S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID, S_BUY_LIVE_ROW,
               S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID, S_SELL_LIVE_ROW,
@@ -53,7 +57,7 @@ def select_reset(st, fs, done):
         st[r] = 0 if done else st[r]
     for r in (S_BUY_LIVE_AT, S_SELL_LIVE_AT, S_MKT_LIVE_AT):
         st[r] = LIVE if done else st[r]
-    for r in range(N_STATE_F):
+    for r in range(N_EPISODE_F):
         fs[r] = float64(0.0) if done else fs[r]
 
 
@@ -96,11 +100,33 @@ def replay_event(st, fs, rs, b, me, e1, mb, at1, ask1, bid1, width, arrived, pi,
 
 
 @cuda.jit(device=True)
+def penalty_ticks(fs, pi, pf):
+    """Ticks per share held of the step's holding penalty: lambda, or with inventory_penalty_unit
+    "sigma" lambda x sigma, sigma = sqrt(F_VOL_MSQ) the RMS mid change per step seen before it."""
+    lam = pf[FP_INV_PENALTY]
+    if pi[IP_PENALTY_UNIT] == PENALTY_SIGMA:
+        lam = lam * math.sqrt(fs[F_VOL_MSQ])
+    return lam
+
+
+@cuda.jit(device=True)
+def observe_move(st, fs, mid_before, mid_e):
+    """Fold the step's mid change x (ticks; doubled mids ``mid_before`` -> ``mid_e``; skipped without
+    a mid at either end) into the mean square F_VOL_MSQ: m += (x^2 - m) / n, n = the steps seen capped
+    at VOL_HORIZON (the running mean, then an EMA of that horizon)."""
+    if mid_before != 0 and mid_e != 0:
+        n = min(st[S_VOL_STEPS] + 1, VOL_HORIZON)
+        st[S_VOL_STEPS] = n
+        dm = float64(mid_e - mid_before) * float64(0.5)      # ticks
+        fs[F_VOL_MSQ] = fs[F_VOL_MSQ] + (dm * dm - fs[F_VOL_MSQ]) / float64(n)
+
+
+@cuda.jit(device=True)
 def end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book, seen_rows, width, pi, pf, out,
              fills_i, fills_f, fills_t, times):
     """5. End of step on its last book row ``row_e`` (at ``at_e`` in ``mb``): window, forced flatten,
-    reward, labels, the mid history. ``trips0`` / ``base0``: round trips and trip base before the
-    step. Returns (done, the mid after the step)."""
+    reward, labels, the market's volatility estimate, the mid history. ``trips0`` / ``base0``: round
+    trips and trip base before the step. Returns (done, the mid after the step)."""
     st[S_STEP_IN_EP] += 1
     st[S_STEP] += 1
     trunc = (not closed) and st[S_STEP_IN_EP] >= pi[IP_EPISODE_STEPS]
@@ -117,7 +143,8 @@ def end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book
     open_end = trunc and st[S_WAS_OPEN] != 0      # the window ends a trade still open
     trade_done = st[S_TRIPS] != trips0 or open_end
     base = fs[F_TRIP_BASE]
-    penalty = float32(pf[FP_INV_PENALTY] * float64(abs(inv)) * pf[FP_TICK_DOLLARS])
+    # (lambda [x sigma]) x |q| x tick in this order: "tick" is bit for bit the term before the unit
+    penalty = float32(penalty_ticks(fs, pi, pf) * float64(abs(inv)) * pf[FP_TICK_DOLLARS])
     out[OUT_REWARD, b] = float32(equity - fs[F_EQUITY]) - penalty
     out[OUT_DONE, b] = float32(1.0) if done else float32(0.0)
     out[OUT_TRUNCATED, b] = float32(1.0) if trunc else float32(0.0)
@@ -126,6 +153,7 @@ def end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book
     out[OUT_LABEL_UP, b] = float32(1.0) if mid_e > mid_before else float32(0.0)
     out[OUT_LABEL_RET, b] = (float32(float64(mid_e - mid_before) / float64(mid_before))
                              if mid_before != 0 else float32(0.0))
+    observe_move(st, fs, mid_before, mid_e)                  # after the penalty: it used the past only
     if inv != 0:
         st[S_TRADE_STEPS] += 1
     for k in range(N_MID_HIST - 1, 0, -1):

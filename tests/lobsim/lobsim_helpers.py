@@ -151,12 +151,13 @@ def check_fill_prices(fills, stream) -> None:
 
 
 def check_clean(state: dict, done: np.ndarray, obs_levels: int) -> None:
-    """Backtests that were just reset hold a fresh episode: flat, no orders, no money, full window."""
+    """Backtests that were just reset hold a fresh episode: flat, no orders, no money, full window
+    (the market's volatility estimate is not the episode's: it carries on)."""
     si, sf, obs = state["state_i"], state["state_f"], state["obs"]
     for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
               L.S_BUY_QTY, L.S_SELL_QTY, L.S_MKT_QTY, L.S_MKT_FLAT):
         assert (si[r][done] == 0).all(), L.STATE_I_NAMES[r]
-    assert (sf[:, done] == 0.0).all()
+    assert (sf[:L.N_EPISODE_F, done] == 0.0).all()
     hist = si[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST][:, done]
     assert (hist == hist[:1]).all()
     x = L.obx_base(obs_levels)

@@ -408,16 +408,17 @@ def test_fills_log_arrow_file(tmp_path):
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     """A checkpoint's simulator state from before the fill records held their time and queue at
-    fill, before round trips were counted and before order instructions' post-only flags, loads: those
-    fields read NO_TIME and 0, every other field as saved; a state of no known layout is refused with a
-    message."""
+    fill, before round trips were counted, before order instructions' post-only flags and before the
+    market's volatility estimate, loads: those fields read NO_TIME and 0, every other field as saved; a
+    state of no known layout is refused with a message."""
     sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"))
     run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD])
     d = sim.state_dict()
-    d["state_i"][L.S_TRIPS], d["state_f"][L.F_TRIP_BASE] = 0, 0.0    # what an older run never had
+    # what an older run never had
+    d["state_i"][L.S_TRIPS], d["state_i"][L.S_VOL_STEPS], d["state_f"][L.F_TRIP_BASE:] = 0, 0, 0.0
+    newer_i = [L.S_TRIPS, L.S_BUY_POST, L.S_SELL_POST, L.S_VOL_STEPS]
     old = {k: v for k, v in d.items() if k != "fills_t"} | {"fills_i": d["fills_i"][..., :L.FL_QA_FILL],
-                                                         "state_i": np.delete(d["state_i"], [L.S_TRIPS, L.S_BUY_POST, L.S_SELL_POST],
-                                                                              axis=0),
+                                                         "state_i": np.delete(d["state_i"], newer_i, axis=0),
                                                          "state_f": d["state_f"][:L.F_TRIP_BASE]}
     sim.load_state_dict(old)
     got = sim.state_dict()
@@ -427,7 +428,9 @@ def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     np.testing.assert_array_equal(got["state_i"], d["state_i"])
     np.testing.assert_array_equal(got["state_f"], d["state_f"])
     with pytest.raises(ValueError, match="simulator state of"):
-        sim.load_state_dict(d | {"state_i": d["state_i"][:-4]})
+        sim.load_state_dict(d | {"state_i": d["state_i"][:-6]})
     # the layout with round trips counted but no post-only flags
-    sim.load_state_dict(d | {"state_i": np.delete(d["state_i"], [L.S_BUY_POST, L.S_SELL_POST], axis=0)})
+    sim.load_state_dict(d | {"state_i": np.delete(d["state_i"], [L.S_BUY_POST, L.S_SELL_POST, L.S_VOL_STEPS],
+                                                  axis=0), "state_f": d["state_f"][:L.F_VOL_MSQ]})
     np.testing.assert_array_equal(sim.state_dict()["state_i"], d["state_i"])
+    np.testing.assert_array_equal(sim.state_dict()["state_f"], d["state_f"])

@@ -88,12 +88,15 @@ def test_inventory_penalty_on_the_quiet_market(kind):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("episode_end", ["round_trip", "horizon"])
-def test_inventory_penalty_is_exactly_the_term(episode_end, rng):
+@pytest.mark.parametrize("episode_end, unit", [("round_trip", "tick"), ("horizon", "tick"), ("round_trip", "sigma")])
+def test_inventory_penalty_is_exactly_the_term(episode_end, unit, rng):
     """Random actions on real data: the penalised run's state is the plain run's, and its reward
-    is exactly the plain reward less float32(lambda x |inventory| x tick $), on both backends."""
+    is exactly the plain reward less float32(lambda x |inventory| x tick $), or with the unit "sigma"
+    float32(lambda x sigma x |inventory| x tick $), sigma = sqrt(vol_msq) before the step, on both
+    backends."""
     market = real_market(AMZN5, rows=1_500)
-    base = SimParams(events_per_step=4, episode_steps=10, max_position=300, episode_end=episode_end)
+    base = SimParams(events_per_step=4, episode_steps=10, max_position=300, episode_end=episode_end,
+                     inventory_penalty_unit=unit)
     lam = float(rng.uniform(0.05, 2.0))
     seed = int(rng.integers(1, 2**31))
     sims = [cls(market, dataclasses.replace(base, inventory_penalty=x), 5, seed)
@@ -104,6 +107,7 @@ def test_inventory_penalty_is_exactly_the_term(episode_end, rng):
     held_seen = 0
     for t in range(25):
         a = rng.choice(9, size=5).astype(np.int32)
+        sigma = np.sqrt(sims[0].field("vol_msq")) if unit == "sigma" else 1.0     # of the steps before
         for s in sims:
             s.step(device_actions(a) if isinstance(s, LobSim) else a)
         outs = [s.out.copy_to_host() if isinstance(s, LobSim) else s.out.copy() for s in sims]
@@ -111,7 +115,7 @@ def test_inventory_penalty_is_exactly_the_term(episode_end, rng):
         # force_flatten: an episode ends flat, so the inventory after the step is the state's or 0
         held = np.where(outs[0][L.OUT_DONE] != 0, 0, np.abs(states[0]["state_i"][L.S_INVENTORY]))
         held_seen += int((held > 0).sum())
-        term = (lam * held * tick).astype(np.float32)
+        term = (lam * sigma * held * tick).astype(np.float32)
         for plain, pen in ((0, 1), (2, 3)):
             np.testing.assert_array_equal(states[plain]["state_i"], states[pen]["state_i"])
             np.testing.assert_array_equal(outs[pen][L.OUT_REWARD], outs[plain][L.OUT_REWARD] - term)
@@ -147,7 +151,8 @@ def test_one_pass_needs_an_end_and_horizon_episodes():
     with pytest.raises(ValueError, match="no step"):
         ReferenceLobSim(make_market(QUIET_ROWS[:4]), SimParams(events_per_step=4, episode_steps=0,
                                                                  episode_end="horizon"), 2, 0)
-    for bad in (dict(episode_end="sometimes"), dict(inventory_penalty=-0.1), dict(inventory_penalty=float("nan"))):
+    for bad in (dict(episode_end="sometimes"), dict(inventory_penalty=-0.1), dict(inventory_penalty=float("nan")),
+                dict(inventory_penalty_unit="ticks")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             SimParams(**bad)
 

@@ -36,7 +36,9 @@ def _random_orders(rng, book, rows, B):
 
 @pytest.mark.parametrize("extra", [dict(), dict(latency_events=3, queue_model="l3_fifo", entry_queue="last_seen"),
                                    dict(episode_steps=0, episode_end="horizon", fill_rule="all_or_nothing",
-                                        feed_latency_ns=2_000_000)])
+                                        feed_latency_ns=2_000_000),
+                                   dict(episode_steps=8, inventory_penalty=0.4, inventory_penalty_unit="sigma",
+                                        latency_events=1)])
 def test_instructions_kernels_reference_and_cpu_agree(extra, request):
     md = real_market(rows=1_200)
     kw = dict(events_per_step=8, episode_steps=30, fills_log_capacity=512, max_position=800) | extra

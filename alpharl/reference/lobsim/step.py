@@ -69,9 +69,15 @@ The semantics, in the order one env step applies them to every backtest
    rewards sum to its final equity; less, with ``inventory_penalty`` lambda,
    float32(lambda x |inventory| x tick $) (the inventory after the step, in
    float32 after the equity change, so the penalised reward is exactly the
-   plain one minus that term). A trade ends where a round trip closed this
-   step, or the window truncates an open position; its PnL (trade_pnl) is the
-   equity at its end less trip_base, so the trades' PnLs sum to the episode's
+   plain one minus that term); with ``inventory_penalty_unit = "sigma"``
+   float32(lambda x sigma x |inventory| x tick $), sigma the RMS of the mid's
+   change per step (ticks) over the backtest's steps before this one. Then the
+   step's change x (mid after - mid before; not counted where either end has
+   no mid, both book sides empty) joins the mean square ``vol_msq``:
+   m += (x^2 - m) / min(n, VOL_HORIZON), ``vol_steps`` = n the steps counted;
+   no episode end clears them (reset() does). A trade ends where a round trip
+   closed this step, or the window truncates an open position; its PnL
+   (trade_pnl) is the equity at its end less trip_base, so the trades' PnLs sum to the episode's
    final equity and, round trip per episode, a trade's rewards sum to its PnL.
    Labels compare the mid after the step with the mid before it. Done
    backtests get the reset state (select on done; the PRNG draws one start
@@ -210,7 +216,10 @@ class ReferenceLobSim(HostState, StepOutputs):
         open_end = trunc & (si[L.S_WAS_OPEN] != 0)        # the window ends a trade still open
         trade_done = (si[L.S_TRIPS] != trips0) | open_end
         base = sf[L.F_TRIP_BASE]
-        penalty = (self.fp[L.FP_INV_PENALTY] * np.abs(si[L.S_INVENTORY]) * self.tick_dollars).astype(np.float32)
+        lam = self.fp[L.FP_INV_PENALTY]
+        if self.ip[L.IP_PENALTY_UNIT] == L.PENALTY_SIGMA:
+            lam = lam * np.sqrt(sf[L.F_VOL_MSQ])            # sigma of the steps before this one
+        penalty = (lam * np.abs(si[L.S_INVENTORY]) * self.tick_dollars).astype(np.float32)
         o = self.out
         o[L.OUT_REWARD] = (equity - sf[L.F_EQUITY]).astype(np.float32) - penalty
         o[L.OUT_DONE] = done
@@ -220,6 +229,7 @@ class ReferenceLobSim(HostState, StepOutputs):
         o[L.OUT_LABEL_UP] = mid_e > mid_before
         safe = np.where(mid_before != 0, mid_before, 1).astype(np.float64)
         o[L.OUT_LABEL_RET] = np.where(mid_before != 0, (mid_e - mid_before) / safe, 0.0).astype(np.float32)
+        self._observe_move(mid_before, mid_e)
         si[L.S_TRADE_STEPS] += si[L.S_INVENTORY] != 0
         hist = slice(L.S_MID_HIST, L.S_MID_HIST + L.N_MID_HIST)
         mid_seen = mid2(self.book, self._seen(row_e))
@@ -274,6 +284,16 @@ class ReferenceLobSim(HostState, StepOutputs):
         """The rows whose book the agent sees at ``rows`` (SimParams.feed_latency_ns)."""
         return self.seen_rows[rows].astype(np.int64) if self.ip[L.IP_FEED_DELAY] else rows
 
+    def _observe_move(self, mid_before, mid_e):
+        """The step's mid change (ticks) into the running mean square: the plain mean over the first
+        VOL_HORIZON steps, an EMA of that horizon after; steps without a mid at either end skipped."""
+        si, sf = self.state_i, self.state_f
+        seen = (mid_before != 0) & (mid_e != 0)
+        n = np.minimum(si[L.S_VOL_STEPS] + 1, L.VOL_HORIZON)
+        x = ((mid_e - mid_before) * 0.5) ** 2
+        sf[L.F_VOL_MSQ] = np.where(seen, sf[L.F_VOL_MSQ] + (x - sf[L.F_VOL_MSQ]) / n, sf[L.F_VOL_MSQ])
+        si[L.S_VOL_STEPS] = np.where(seen, n, si[L.S_VOL_STEPS])
+
     # ------------------------------------------------------- reset (draw_start, select_reset)
     def _draw_start(self):
         """One PRNG step per backtest: a window start offset in [0, span)."""
@@ -282,7 +302,8 @@ class ReferenceLobSim(HostState, StepOutputs):
         return (x % np.uint32(self.span)).astype(_I32)
 
     def _clear_episode(self, done):
-        """The reset state selected where ``done``: flat, no orders, no money, live-at cleared."""
+        """The reset state selected where ``done``: flat, no orders, no money, live-at cleared (the
+        market's volatility estimate carries on)."""
         si, sf = self.state_i, self.state_f
         for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
                   L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID, L.S_BUY_LIVE_ROW,
@@ -291,4 +312,4 @@ class ReferenceLobSim(HostState, StepOutputs):
             si[r] = np.where(done, 0, si[r])
         for r in (L.S_BUY_LIVE_AT, L.S_SELL_LIVE_AT, L.S_MKT_LIVE_AT):
             si[r] = np.where(done, L.LIVE, si[r])
-        sf[:] = np.where(done[None, :], 0.0, sf)
+        sf[:L.N_EPISODE_F] = np.where(done[None, :], 0.0, sf[:L.N_EPISODE_F])
