@@ -8,13 +8,19 @@ live on the device), so they can be captured in a CUDA graph. Every array is
 allocated once, here, and a checkpoint load copies into the same allocations,
 so a captured graph stays valid after ``load_state_dict``.
 
-Launch order per env step (one stream)::
+Launch order per env step (the trainer's; SPEC §1 step 7)::
 
-    replay.insert(obs, action, reward, done, obs_next)   # B new transitions
     for each K-loop iteration (gate[0] = 1 if it runs):
         mb = replay.sample(isv, m, gate)                 # a ReplayBatch: mb.obs ... mb.is_weight
         ... Q forward/backward on mb, per-row loss[m] (weighted by mb.is_weight) ...
         replay.update_priorities(loss, m, gate)           # p <- |loss| + eps
+    replay.insert(obs, action, reward, done, obs_next)   # the step's B new transitions
+
+The draws come from the replay as of the step's start (the first one needs nothing
+of the step, so it can run beside acting), and the insert comes last: a slot the
+step drew and then overwrites holds the new transition at the insert's max
+priority, never the old one's write-back. The first step of a run, whose replay is
+empty, inserts before it draws.
 """
 from __future__ import annotations
 
