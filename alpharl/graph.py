@@ -43,6 +43,26 @@ def _raw_stream(stream):
     return drv.CUstream(int(value))
 
 
+def chain_depths(ids, edges) -> dict:
+    """Each node's depth in a DAG (ids: its nodes; edges: (from, to) pairs): the nodes on the longest
+    dependency chain that ends at it, itself included."""
+    succ: dict = {i: [] for i in ids}
+    indeg = dict.fromkeys(ids, 0)
+    for a, b in edges:
+        succ[a].append(b)
+        indeg[b] += 1
+    depth = dict.fromkeys(ids, 1)
+    ready = [i for i in ids if indeg[i] == 0]
+    while ready:  # Kahn's topological order; depth = longest chain ending at the node
+        i = ready.pop()
+        for j in succ[i]:
+            depth[j] = max(depth[j], depth[i] + 1)
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                ready.append(j)
+    return depth
+
+
 class CapturedGraph:
     """``CapturedGraph(stream, body)`` records ``body()`` (launches on ``stream``); ``replay()`` re-runs it."""
 
@@ -75,24 +95,12 @@ class CapturedGraph:
         _check(nodes[0])
         ids = [int(n) for n in nodes[1][: self.n_nodes]]
         n_edges = int(_check_count(drv.cuGraphGetEdges(self._graph, 0)))
-        succ: dict[int, list[int]] = {i: [] for i in ids}
-        indeg = dict.fromkeys(ids, 0)
+        edges = []
         if n_edges:
             res = drv.cuGraphGetEdges(self._graph, n_edges)
             _check(res[0])
-            for a, b in zip(res[1][:n_edges], res[2][:n_edges]):
-                succ[int(a)].append(int(b))
-                indeg[int(b)] += 1
-        depth = dict.fromkeys(ids, 1)
-        ready = [i for i in ids if indeg[i] == 0]
-        while ready:  # Kahn's topological order; depth = longest chain ending at the node
-            i = ready.pop()
-            for j in succ[i]:
-                depth[j] = max(depth[j], depth[i] + 1)
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    ready.append(j)
-        return max(depth.values(), default=0)
+            edges = [(int(a), int(b)) for a, b in zip(res[1][:n_edges], res[2][:n_edges])]
+        return max(chain_depths(ids, edges).values(), default=0)
 
     def replay(self) -> None:
         from cuda.bindings import driver as drv

@@ -8,13 +8,19 @@ live on the device), so they can be captured in a CUDA graph. Every array is
 allocated once, here, and a checkpoint load copies into the same allocations,
 so a captured graph stays valid after ``load_state_dict``.
 
-Launch order per env step (one stream)::
+Launch order per env step (the trainer's; SPEC §1 step 7)::
 
-    replay.insert(obs, action, reward, done, obs_next)   # B new transitions
     for each K-loop iteration (gate[0] = 1 if it runs):
         mb = replay.sample(isv, m, gate)                 # a ReplayBatch: mb.obs ... mb.is_weight
         ... Q forward/backward on mb, per-row loss[m] (weighted by mb.is_weight) ...
         replay.update_priorities(loss, m, gate)           # p <- |loss| + eps
+    replay.insert(obs, action, reward, done, obs_next)   # the step's B new transitions
+
+The draws come from the replay as of the step's start (the first one needs nothing
+of the step, so it can run beside acting), and the insert comes last: a slot the
+step drew and then overwrites holds the new transition at the insert's max
+priority, never the old one's write-back. The first step of a run, whose replay is
+empty, inserts before it draws.
 """
 from __future__ import annotations
 
@@ -97,9 +103,12 @@ class PrioritizedReplay:
         cuda.synchronize()
 
     # ------------------------------------------------------------ hot path
-    def insert(self, obs, action, reward, done, obs_next) -> None:
+    def insert(self, obs, action, reward, done, obs_next, stream=None) -> None:
         """Append n transitions (obs[n, D] f32, action[n] i32, reward[n] f32, done[n] f32,
-        obs_next[n, D] f32; n <= capacity) at the device cursor, with the running max priority."""
+        obs_next[n, D] f32; n <= capacity) at the device cursor, with the running max priority.
+
+        stream: launch on this stream instead (the caller orders it after the step's last gather and
+        priority update, so that an overwritten slot keeps the insert's priority)."""
         n = action.shape[0]
         if not n <= self.capacity:
             raise ValueError(f"insert: {n} transitions exceed the capacity {self.capacity}")
@@ -111,45 +120,46 @@ class PrioritizedReplay:
             return
         self._launch(K.rl_per_insert, K.copy_grid(n * self.obs_dim), K.COPY_BLOCK,
                      obs, action, reward, done, obs_next, self.meta, self.pmax,
-                     self.obs_s, self.action, self.reward, self.done, self.obs_s2, self.priority)
-        self._launch(K.rl_per_advance, 1, 1, self.meta, np.int32(n), np.int32(self.capacity))
+                     self.obs_s, self.action, self.reward, self.done, self.obs_s2, self.priority, stream=stream)
+        self._launch(K.rl_per_advance, 1, 1, self.meta, np.int32(n), np.int32(self.capacity), stream=stream)
 
-    def draw(self, isv, m: int | None = None, gate=None) -> None:
+    def draw(self, isv, m: int | None = None, gate=None, stream=None) -> None:
         """Draw m slots into mb_idx and their importance weights into mb_weight; write the ESS fraction."""
         m = self._rows(m)
         gate = self._gate(gate)
         self._launch(K.rl_per_build_cdf, K.n_tiles(self.capacity), K.PER_BLOCK, gate, self.priority, self.meta,
-                     isv, self.cdf, self.tile_sum, self.tile_sq)
+                     isv, self.cdf, self.tile_sum, self.tile_sq, stream=stream)
         if m <= self.grid_above:
             self._launch(K.rl_per_sample, 1, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.cdf,
                          self.tile_sum, self.tile_sq, self.tile_cdf, self.sampler_state, np.int32(m),
-                         self.mb_idx, self.mb_weight)
+                         self.mb_idx, self.mb_weight, stream=stream)
             return
         rows = K.row_grid(m)
         self._launch(K.rl_per_scan_tiles, 1, K.PER_BLOCK, gate, self.meta, isv, self.tile_sum, self.tile_sq,
-                     self.tile_cdf, self.scratch)
+                     self.tile_cdf, self.scratch, stream=stream)
         self._launch(K.rl_per_draw, rows, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.cdf, self.tile_cdf,
-                     self.scratch, self.sampler_state, np.int32(m), self.mb_idx)
+                     self.scratch, self.sampler_state, np.int32(m), self.mb_idx, stream=stream)
         self._launch(K.rl_per_weights, rows, K.PER_BLOCK, gate, self.priority, self.meta, isv, self.scratch,
-                     np.int32(m), self.mb_idx, self.mb_weight)
+                     np.int32(m), self.mb_idx, self.mb_weight, stream=stream)
 
-    def gather(self, m: int | None = None, gate=None) -> ReplayBatch:
+    def gather(self, m: int | None = None, gate=None, stream=None) -> ReplayBatch:
         """Copy the drawn transitions into the minibatch arrays; returns views of rows 0..m-1."""
         m = self._rows(m)
         self._launch(K.rl_per_gather, K.copy_grid(m * self.obs_dim), K.COPY_BLOCK, self._gate(gate),
                      self.mb_idx, np.int32(m), self.obs_s, self.action, self.reward, self.done, self.obs_s2,
-                     self.mb_obs_s, self.mb_action, self.mb_reward, self.mb_done, self.mb_obs_s2)
+                     self.mb_obs_s, self.mb_action, self.mb_reward, self.mb_done, self.mb_obs_s2, stream=stream)
         return ReplayBatch(self.mb_obs_s[:m], self.mb_action[:m], self.mb_reward[:m], self.mb_done[:m],
                            self.mb_obs_s2[:m], self.mb_weight[:m], self.mb_idx[:m])
 
-    def sample(self, isv, m: int | None = None, gate=None) -> ReplayBatch:
+    def sample(self, isv, m: int | None = None, gate=None, stream=None) -> ReplayBatch:
         """``draw`` then ``gather``: a prioritized minibatch of m rows (default max_batch).
 
         isv: the float32 ISV (alpha, beta read; RL_PER_ESS_FRAC written);
-        gate: int32[1] device array, 0 skips both kernels (default: always run).
+        gate: int32[1] device array, 0 skips both kernels (default: always run);
+        stream: launch on this stream instead (a side branch the caller joins before the Q step).
         """
-        self.draw(isv, m, gate)
-        return self.gather(m, gate)
+        self.draw(isv, m, gate, stream)
+        return self.gather(m, gate, stream)
 
     def update_priorities(self, loss, m: int | None = None, gate=None, stream=None) -> None:
         """After a Q step on the last sample: p[idx[j]] <- |loss[j]| + eps (loss: float32[>= m]).

@@ -4,13 +4,16 @@
 only where s_t, r_t and done_t come from differs with ``config.features``
 (the order-book simulator, or a synthetic feature/reward process):
 
+ (7) first, the first K-loop iteration's PER minibatch (draw + gather) from the replay
+    as of the step's start, on a side branch beside 1-6 (it needs nothing of this step);
  1. observe s_t (the simulator's observation buffer) and keep a copy;
  2-4. encode + pi head on s_t; ``rl_pi_action_kernel`` samples a_t ~ pi and keeps
     log pi_old(a_t | s_t);
  5. ``lobsim_step`` applies a_t, advances the market, fills, emits r_t, done_t,
     auto-resets (with config.features: the synthetic process's step instead);
- 6. s_{t+1} = the simulator's new observation; the transition goes to the PER;
- 7-12. the K-loop: k_max (<= K_MAX) copies of [``rl_k_gate`` -> PER sample -> learning update
+ 6. s_{t+1} = the simulator's new observation;
+ 7-12. the K-loop: k_max (<= K_MAX) copies of [``rl_k_gate`` -> PER sample (the first
+    copy's was drawn at the step's start) -> learning update
     (Q C51 + Double-DQN, V blend, advantage/return, PPO, V, BCE, AUX, encoder, Adam)
     -> PER priority update], each copy predicated on the device by its gate (the
     first copy always runs: K >= 1, so it needs no gate kernel), so
@@ -19,6 +22,12 @@ only where s_t, r_t and done_t come from differs with ``config.features``
     entirely, but needs a device-side cudaGraphSetConditional that numba kernels
     cannot call, and eager mode would differ from graph mode; predication keeps
     both identical and costs a few idle launches of ~1 µs.)
+ 13. the step's transitions go to the PER, behind the last priority update (a slot
+    drawn this step and overwritten now holds the new transition at the insert's
+    max priority). Every draw of step t sees the replay as of step t's start: the B
+    transitions of step t are drawable from step t + 1. The run's first step, whose
+    replay is empty, inserts before its first draw (it runs eagerly: a graph is
+    captured from a phase's second step).
  14. signals: ``rl_batch_moments_multi`` (one launch, one block per statistic) of
     entropy, KL, TD error, advantage, return, ratio, done and closed-trade PnL into
     the ISV's obs slots (``alpharl.signals.SIGNAL_MOMENTS``), then the EMAs;
@@ -42,10 +51,11 @@ On the GPU each phase is its own captured graph (collect, update), replayed in t
 host's schedule: a device-side gate would keep both phases' launches in one graph,
 every step paying for the idle half (~1-2 µs a launch, some 40 launches x K_MAX).
 
-Independent work runs on side branches (see ``alpharl.backends.device``): the copy
-of s_t next to acting, the run totals of closed trades next to the K-loop, each
-PER priority update next to what follows it (joined before the next sample), and
-inside the learning update its independent chains.
+Independent work runs on side branches (see ``alpharl.backends.device``): the first
+PER draw and gather next to acting and the simulator, the copy of s_t next to acting,
+the run totals of closed trades next to the K-loop, each PER priority update next to
+what follows it (joined before the next sample) and the replay insert behind the last,
+and inside the learning update its independent chains.
 
 Backends: ``cuda`` (kernels on the GPU; the step is captured once as a CUDA
 graph and replayed unless ``graph=False``), ``sim`` (the same kernels under
@@ -89,23 +99,30 @@ class IntegratedTrainer:
         """The phase of step ``step`` (default: the next): ENV_ONE_STEP, ENV_COLLECT or ENV_GAE (alpharl.rollout)."""
         return phase_of(self.steps_done if step is None else step, self.config.rollout)
 
-    def _step_body(self, phase: int) -> None:
+    def _step_body(self, phase: int, insert_first: bool = False) -> None:
+        """insert_first: the run's first step, whose replay is empty: the transitions go in before the draw."""
         o = self.ops
+        # 7 (the first iteration's minibatch), from the replay as of the step's start: a side branch beside
+        # 1-6, joined before the learning update. This step's transitions are drawable from the next step.
+        if not insert_first:
+            mb = o.sample(o.open_gate, ahead=True)
         # 1-4 observe (s_t kept on a side branch, joined before the simulator overwrites it), act
         o.keep_obs()
         o.act()
         o.join_obs()
-        # 5-6 simulate, store the transition
+        # 5-6 simulate
         o.simulate()
         o.accumulate()  # run totals: a side branch, joined below
         o.scale_reward(self.config.reward_scale)
         env = o.env_batch()
-        o.insert(env)
+        if insert_first:  # the replay is empty: nothing to draw before this step's transitions
+            o.insert(env)
+            mb = o.sample(o.open_gate)
         learn_env = env
         if phase == ENV_GAE:  # the last slice, then the whole rollout is the update's env rows
             o.store_rollout(env, phase)
             learn_env = o.rollout_batch()
-        # 7-13 the K-loop. K >= 1 always (rl_k_gate clamps it), so iteration 0 runs on the open gate.
+        # 7-12 the K-loop. K >= 1 always (rl_k_gate clamps it), so iteration 0 runs on the open gate.
         for k in range(self.config.k_max):
             gate = o.open_gate
             if k > 0:
@@ -114,11 +131,17 @@ class IntegratedTrainer:
                 if o.host_skips_gated and not o.gate_is_open():
                     break  # simulator and numpy only: gated-off operations would write nothing anyway
                 gate = o.gate
-            mb = o.sample(gate)
+                mb = o.sample(gate)
+            else:
+                o.join_sample()
             out = o.learn(learn_env, mb, gate, phase, gae=phase == ENV_GAE and k == 0)
             if phase == ENV_COLLECT and k == 0:  # with V_used(s_t) at the parameters that acted
                 o.store_rollout(env, phase)
             o.update_priorities(out, gate)  # a side branch, joined before the next sample
+        if not insert_first:
+            # 13 after every draw and priority update of the step: a slot drawn and now overwritten keeps the
+            # new transition's max priority (a side branch behind the last update, joined at the end).
+            o.insert(env, after_updates=True)
         # 14 signals (from the last iteration that ran): the SIGNAL_MOMENTS rows in one launch
         o.moments(out, phase)
         o.reduce_signals()  # data-parallel ranks: averaged over them (alpharl.ranks); else nothing
@@ -132,14 +155,15 @@ class IntegratedTrainer:
         """One training step (on the cuda backend a graph replay of its phase's graph, captured at the phase's
         second step in this process: the first runs eagerly, so capture records launches only)."""
         phase = self.phase()
-        if self.backend == "cuda" and self.config.graph:
+        insert_first = self.steps_done == 0  # the replay is empty only before the first step's insert
+        if self.backend == "cuda" and self.config.graph and not insert_first:
             if phase not in self._graphs and phase in self._ran_eagerly:
                 self._graphs[phase] = CapturedGraph(self.ops.stream, lambda: self._step_body(phase))
             if phase in self._graphs:
                 self._graphs[phase].replay()
                 self.steps_done += 1
                 return
-        self._step_body(phase)
+        self._step_body(phase, insert_first)
         self._ran_eagerly.add(phase)
         self.steps_done += 1
 

@@ -81,8 +81,9 @@ class Backend(Protocol):
 
     def env_batch(self) -> EnvBatch: ...
 
-    def insert(self, env: EnvBatch) -> None:
-        """6: the env batch's transitions into the replay."""
+    def insert(self, env: EnvBatch, after_updates: bool = False) -> None:
+        """6: the env batch's transitions into the replay; after_updates: at the step's end, after the last
+        priority update (on the device on the priority updates' side branch, joined by ``join_priorities``)."""
 
     def store_rollout(self, env: EnvBatch, phase: int) -> None:
         """T > 1: the env batch into the rollout's slice step mod T (with V_used(s_t) of the last update when
@@ -97,7 +98,11 @@ class Backend(Protocol):
     def gate_is_open(self) -> bool:
         """Host read of ``gate`` (only where ``host_skips_gated``)."""
 
-    def sample(self, gate) -> ReplayBatch: ...
+    def sample(self, gate, ahead: bool = False) -> ReplayBatch:
+        """7: a replay minibatch; ahead: the first iteration's, from the replay as of the step's start (on the
+        device a side branch from the step's start, joined by ``join_sample``)."""
+
+    def join_sample(self) -> None: ...
 
     def learn(self, env: EnvBatch, mb: ReplayBatch, gate, phase: int = ENV_ONE_STEP, gae: bool = False
               ) -> LearnerOutputs:
@@ -152,14 +157,23 @@ class SharedOps:
         s = self.sim
         return EnvBatch(self.obs_t, self.actions, self.logp, self.reward, s.done, s.obs, s.label_up, s.label_ret)
 
-    def insert(self, env: EnvBatch) -> None:
+    def insert(self, env: EnvBatch, after_updates: bool = False) -> None:
         """The transitions, with the rewards before the normaliser's gain (``reward_stored``: env.reward
         itself without --reward-norm); the C51 loss reads them at the gain of its own step."""
         reward = self.reward_stored if env.reward is self.reward else env.reward
-        self.replay.insert(env.obs, env.action, reward, env.done, env.obs_next)
+        self.replay.insert(env.obs, env.action, reward, env.done, env.obs_next,
+                           stream=self._insert_stream(after_updates))
 
-    def sample(self, gate) -> ReplayBatch:
-        return self.replay.sample(self.isv, self.M, gate)
+    def sample(self, gate, ahead: bool = False) -> ReplayBatch:
+        return self.replay.sample(self.isv, self.M, gate, stream=self._sample_stream(ahead))
+
+    def _insert_stream(self, after_updates: bool):
+        """The stream ``insert`` launches on (None: the backend's own; host arrays have no other)."""
+        return None
+
+    def _sample_stream(self, ahead: bool):
+        """The stream ``sample`` launches on (None: the backend's own)."""
+        return None
 
     def rollout_batch(self) -> EnvBatch:
         return self.rollout.env_batch(self.sim.obs)

@@ -2,8 +2,14 @@
 sim backend (the same kernels under Numba's CUDA simulator).
 
 Independent work runs on side branches (``alpharl.graph.Branches``; parallel branches of the
-captured graph): the copy of s_t next to acting, the run totals of closed trades next to the
-K-loop, each PER priority update next to what follows it (joined before the next sample).
+captured graph): the first PER draw and gather from the step's start next to acting and the
+simulator (joined before the learning update), the copy of s_t next to acting, the run totals of
+closed trades next to the K-loop, each PER priority update next to what follows it (joined before
+the next sample) and the replay insert after the last one.
+
+The first draw's branch reads the replay, the sampler states and the ISV's PER alpha and beta, and
+writes the minibatch, the CDF scratch and the ISV's ESS slot: nothing the acting and simulator chain
+reads or writes (the reward normaliser writes other ISV slots, disjoint words).
 """
 from __future__ import annotations
 
@@ -37,8 +43,8 @@ from alpharl.sim.streams import make_lobsim
 from alpharl.sizes import HIDDEN, cdiv
 
 #: Side branches of the step (``Branches`` indices).
-BRANCH_OBS, BRANCH_ACCUMULATE, BRANCH_PRIORITIES = range(3)
-N_STEP_BRANCHES = 3
+BRANCH_OBS, BRANCH_ACCUMULATE, BRANCH_PRIORITIES, BRANCH_SAMPLE = range(4)
+N_STEP_BRANCHES = 4
 
 
 class DeviceBackend(SharedOps):
@@ -95,7 +101,7 @@ class DeviceBackend(SharedOps):
         n_streams = getattr(self.sim, "n_streams", 0)
         self.acc_streams = cuda.to_device(np.zeros((n_streams, N_ACC), np.float64), stream=st) if n_streams else None
         self.branches = Branches(st, N_STEP_BRANCHES)
-        self._priorities_pending = False
+        self._pending: set[int] = set()  # side branches forked and not yet joined
 
     def reset(self) -> None:
         self.sim.reset()
@@ -155,13 +161,31 @@ class DeviceBackend(SharedOps):
                                    gae=self.rollout.gae_inputs(self.lam) if gae else None)
 
     def update_priorities(self, out: LearnerOutputs, gate) -> None:
-        self.replay.update_priorities(out.q_priority, self.M, gate, stream=self.branches.fork(BRANCH_PRIORITIES))
-        self._priorities_pending = True
+        self.replay.update_priorities(out.q_priority, self.M, gate, stream=self._fork_pending(BRANCH_PRIORITIES))
+
+    def _sample_stream(self, ahead: bool):
+        return self._fork_pending(BRANCH_SAMPLE) if ahead else None
+
+    def join_sample(self) -> None:
+        self._join_pending(BRANCH_SAMPLE)
+
+    def _insert_stream(self, after_updates: bool):
+        # Behind the last priority update on its branch (same stream), and after the last gather (the fork):
+        # the tail's other work (moments, controllers, soft update) does not wait for the insert.
+        return self._fork_pending(BRANCH_PRIORITIES) if after_updates else None
 
     def join_priorities(self) -> None:
-        if self._priorities_pending:
-            self.branches.join(BRANCH_PRIORITIES)
-            self._priorities_pending = False
+        self._join_pending(BRANCH_PRIORITIES)
+
+    def _fork_pending(self, branch: int):
+        """Side stream ``branch``, forked now; ``_join_pending`` joins it once, whatever ran on it since."""
+        self._pending.add(branch)
+        return self.branches.fork(branch)
+
+    def _join_pending(self, branch: int) -> None:
+        if branch in self._pending:
+            self.branches.join(branch)
+            self._pending.discard(branch)
 
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         """Step 14's statistics (rows of the phase's moments table): one launch, one block per row."""

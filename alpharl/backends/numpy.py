@@ -160,6 +160,9 @@ class NumpyBackend(SharedOps):
     def join_priorities(self) -> None:
         pass
 
+    def join_sample(self) -> None:
+        pass
+
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_tables[phase], self.isv)
 
