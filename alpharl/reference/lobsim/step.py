@@ -30,7 +30,9 @@ The semantics, in the order one env step applies them to every backtest
    or with ``entry_latency_ns`` after the last event at time <= t + latency
    (t: the cursor's time). With ``feed_latency_ns`` the snapshot the agent
    sees (its observation, its join / improve prices) is the last row at time
-   <= t - latency; its own orders and position it sees at once.
+   <= t - latency; its own orders and position it sees at once, or with
+   ``response_latency_ns`` as it observed them at the last step end at time
+   <= t - latency (observe.delay_own's ring of the last RESP_RING step ends).
 2. **Activation** (at the cursor, and again after every event): a pending
    market order walks the visible depth of the current snapshot level by level
    (taker fills; what the depth cannot fill is dropped, except for a flatten,
@@ -81,7 +83,8 @@ The semantics, in the order one env step applies them to every backtest
    final equity and, round trip per episode, a trade's rewards sum to its PnL.
    Labels compare the mid after the step with the mid before it. Done
    backtests get the reset state (select on done; the PRNG draws one start
-   offset every step) and the observation is written.
+   offset every step) and the observation is written (its own-state part,
+   under a response latency, an older one; the episode start fills the ring).
 
 The historical book is replayed unchanged: our orders never change it, so two
 market orders against the same snapshot would both see its full depth; a
