@@ -150,6 +150,7 @@ class TrainConfig:
         if self.synthetic:   # the synthetic market has no clock and names no orders
             for key, on in (("entry_latency_ns", self.sim.entry_latency_ns > 0),
                             ("feed_latency_ns", self.sim.feed_latency_ns > 0),
+                            ("response_latency_ns", self.sim.response_latency_ns > 0),
                             ("queue_model", self.sim.queue_model == "l3_fifo"),
                             ("episode_steps", self.sim.episode_steps == 0)):   # one pass: the data's end
                 if on:

@@ -29,7 +29,6 @@ from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import HostState, StepOutputs
 from alpharl.sim.params import SimParams
-from alpharl.sim.upgrade import upgrade_state
 
 #: The kernel modules of device functions, in import order (each imports only those before it).
 KERNEL_PACKAGE = "alpharl.cuda_kernels.lobsim"
@@ -92,8 +91,8 @@ _mid2_of = _TWINS["book"].mid2_of
 
 
 @njit(cache=False)
-def _run(actions, orders, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
-         fills_f, fills_t, times):
+def _run(actions, orders, events, book, live_rows, seen_rows, resp_rows, arrived, ip, fp, si, sf, rng, resp_ring, obs,
+         out, fills_i, fills_f, fills_t, times):
     """``actions.shape[0]`` env steps of every backtest (lobsim_step's phases, a backtest at a time
     over the global tables: the kernel's unstaged path); orders [T, N_ORD, B]."""
     n_ev = ip[L.IP_EVENTS_PER_STEP]
@@ -132,22 +131,22 @@ def _run(actions, orders, events, book, live_rows, seen_rows, arrived, ip, fp, s
             done, mid_e = _bt.end_step(st, fs, b, book, row_e * width, row_e, closed, mid_before, trips0, base0, book,
                                        seen_rows, width, ip, fp, out, fills_i, fills_f, fills_t, times)
             row = _bt.restart(st, fs, rs, done, row_e, ip)
-            _bt.observe_next(st, fs, b, book, row * width, row, row_e, mid_e, done, book, seen_rows, width, ip, fp,
-                             obs)
+            _bt.observe_next(st, fs, b, book, row * width, row, row_e, mid_e, done, book, seen_rows, resp_rows,
+                             resp_ring, width, ip, fp, obs)
         si[:, b] = st
         sf[:, b] = fs
         rng[b] = rs[0]
 
 
 @njit(cache=False)
-def _reset(book, seen_rows, ip, fp, si, sf, rng, obs, out):
+def _reset(book, seen_rows, resp_rows, ip, fp, si, sf, rng, resp_ring, obs, out):
     """lobsim_reset: every backtest afresh (rng freshly seeded)."""
     st = np.empty(L.N_STATE_I, np.int32)
     fs = np.empty(L.N_STATE_F, np.float64)
     rs = np.empty(1, np.uint32)
     for b in range(si.shape[1]):
         rs[0] = rng[b]
-        _bt.start_backtest(st, fs, rs, b, book, seen_rows, ip, fp, obs, out)
+        _bt.start_backtest(st, fs, rs, b, book, seen_rows, resp_rows, resp_ring, ip, fp, obs, out)
         si[:, b] = st
         sf[:, b] = fs
         rng[b] = rs[0]
@@ -175,7 +174,7 @@ class CpuLobSim(HostState, StepOutputs):
         self.events = np.ascontiguousarray(stream.events).reshape(-1)
         self.book = np.ascontiguousarray(stream.book).reshape(-1)
         lat = latency_rows(market, params)
-        self.live_rows, self.seen_rows = lat.live_rows, lat.seen_rows
+        self.live_rows, self.seen_rows, self.resp_rows = lat.live_rows, lat.seen_rows, lat.resp_rows
         self.arrived = order_arrivals(market, params)
         self.times = row_times(market, params)
         self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, False)
@@ -185,6 +184,7 @@ class CpuLobSim(HostState, StepOutputs):
         self.state_i = np.zeros((L.N_STATE_I, self.B), np.int32)
         self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
         self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
+        self.resp_ring = np.zeros((L.N_RESP, self.B), np.float64)
         self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
         self.out = np.zeros((L.N_OUT, self.B), np.float32)
         self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), np.int32)
@@ -194,8 +194,8 @@ class CpuLobSim(HostState, StepOutputs):
     def reset(self) -> None:
         """Every backtest starts afresh from the seed."""
         self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
-        _reset(self.book, self.seen_rows, self.ip, self.fp, self.state_i, self.state_f, self.rng, self.obs_buf,
-               self.out)
+        _reset(self.book, self.seen_rows, self.resp_rows, self.ip, self.fp, self.state_i, self.state_f, self.rng,
+               self.resp_ring, self.obs_buf, self.out)
 
     def step(self, actions, orders=None) -> None:
         """One env step: actions int32[B], orders int32[N_ORD, B] (None: no instructions)."""
@@ -214,21 +214,10 @@ class CpuLobSim(HostState, StepOutputs):
                 else np.ascontiguousarray(orders, np.int32))
         if ords.shape != (acts.shape[0], L.N_ORD, self.B):
             raise ValueError(f"CpuLobSim.run: orders of shape {ords.shape}, expected {(acts.shape[0], L.N_ORD, self.B)}")
-        _run(acts, ords, self.events, self.book, self.live_rows, self.seen_rows, self.arrived, self.ip, self.fp,
-             self.state_i, self.state_f, self.rng, self.obs_buf, self.out, self.fills_i, self.fills_f, self.fills_t,
-             self.times)
+        _run(acts, ords, self.events, self.book, self.live_rows, self.seen_rows, self.resp_rows, self.arrived, self.ip,
+             self.fp, self.state_i, self.state_f, self.rng, self.resp_ring, self.obs_buf, self.out, self.fills_i,
+             self.fills_f, self.fills_t, self.times)
 
     @property
     def obs(self) -> np.ndarray:
         return self.obs_buf
-
-    def state_dict(self) -> dict:
-        return {"state_i": self.state_i.copy(), "state_f": self.state_f.copy(), "rng": self.rng.copy(),
-                "obs": self.obs_buf.copy(), "out": self.out.copy(), "fills_i": self.fills_i.copy(),
-                "fills_f": self.fills_f.copy(), "fills_t": self.fills_t.copy()}
-
-    def load_state_dict(self, d: dict) -> None:
-        d = upgrade_state(d)
-        for k in ("state_i", "state_f", "rng", "fills_i", "fills_f", "fills_t", "out"):
-            getattr(self, k)[...] = d[k]
-        self.obs_buf[...] = d["obs"]

@@ -77,8 +77,9 @@ ARRIVED_BEFORE = -1
  S_BUY_POST,      # 1: the resting buy order is post-only by its order instruction (actions follow SimParams.post_only)
  S_SELL_POST,
  S_VOL_STEPS,     # steps in F_VOL_MSQ's mean, up to VOL_HORIZON (a market statistic: kept across episodes)
+ S_RESP_STALE,    # observations whose response latency reached past the own ring (oldest shown) since reset()
  S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
- ) = range(36)
+ ) = range(37)
 #: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
 O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
 #: Lags (env steps) of the recent mid returns in the observation.
@@ -93,7 +94,8 @@ STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_op
                  "buy_px", "buy_qty", "buy_qa", "buy_qa0", "buy_live_at", "buy_oid",
                  "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
                  "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled", "buy_live_row",
-                 "sell_live_row", "trips", "buy_post", "sell_post", "vol_steps") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+                 "sell_live_row", "trips", "buy_post", "sell_post", "vol_steps",
+                 "resp_stale") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
 assert len(STATE_I_NAMES) == N_STATE_I
 
 # ---------------------------------------------------- order instructions
@@ -206,6 +208,23 @@ OBX_SELL_OFF = OBX_SELL_QUEUE + 1       # (price - mid) ticks, 0 if none
 OBX_TIME_IN_TRADE = OBX_SELL_OFF + 1    # trade_steps / episode_steps (window_steps: one pass)
 OBX_TIME_LEFT = OBX_TIME_IN_TRADE + 1   # (episode_steps - step_in_ep) / episode_steps
 N_OBS_EXTRA = OBX_TIME_LEFT + 1
+#: The agent's own state in the observation, OBX_POSITION .. OBX_TIME_IN_TRADE (position, unrealised
+#: PnL, both orders' flag / queue / offset, time in trade): what a response latency delays.
+OBX_OWN = OBX_POSITION
+N_OWN_OBS = OBX_TIME_IN_TRADE + 1 - OBX_OWN
+#: Entries of a backtest's own-state ring (SimParams.response_latency_ns): the own-state observation
+#: values at its last RESP_RING step ends, newest first, each with the row it held at. A latency
+#: reaching further back than the oldest entry shows the oldest (counted in S_RESP_STALE).
+RESP_RING = 16
+#: Words of one entry in resp_ring float64[N_RESP, B]: its row, then the N_OWN_OBS values (float64
+#: holds a row and a float32 value exactly).
+RESP_ROW = 0
+RESP_VALUES = 1
+RESP_WIDTH = RESP_VALUES + N_OWN_OBS
+N_RESP = RESP_RING * RESP_WIDTH
+#: The row an entry is stamped with when it holds since the episode began (an episode starts flat
+#: with no orders, which the agent knows at once): no later than any row a latency looks back to.
+RESP_SINCE_START = 0
 #: Version of the observation's definition, recorded in every checkpoint: a network trained on
 #: another version reads different features. 1: the file's L levels, sizes as log1p(shares);
 #: 2: obs_levels levels, the units above.
@@ -238,8 +257,9 @@ def obs_names(obs_levels: int) -> list[str]:
 #: int32 parameter array ip[N_IP].
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
  IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
- IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END, IP_PENALTY_UNIT) = range(21)
-N_IP = 21
+ IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END, IP_PENALTY_UNIT,
+ IP_RESP_DELAY) = range(22)
+N_IP = 22
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE, FP_INV_PENALTY = range(4)
 N_FP = 4
@@ -297,6 +317,7 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_ENTRY_QUEUE] = ENTRY_QUEUES.index(p.entry_queue)
     ip[IP_TIMED_ENTRY] = int(p.entry_latency_ns > 0)     # orders go live at the host's live_rows
     ip[IP_FEED_DELAY] = int(p.feed_latency_ns > 0)       # the agent sees the host's seen_rows
+    ip[IP_RESP_DELAY] = int(p.response_latency_ns > 0)   # its own state as of the host's resp_rows
     ip[IP_FORCE_FLATTEN] = int(p.force_flatten)
     ip[IP_FILL_CAP] = p.fills_log_capacity
     # episode starts: uniform over the offsets whose window ends before the last row; one pass: row 0

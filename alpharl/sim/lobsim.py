@@ -66,6 +66,7 @@ class LobSim(StepOutputs):
         lat = latency_rows(market, params)
         self.live_rows = cuda.to_device(lat.live_rows, stream=st)
         self.seen_rows = cuda.to_device(lat.seen_rows, stream=st)
+        self.resp_rows = cuda.to_device(lat.resp_rows, stream=st)
         self.arrived = cuda.to_device(order_arrivals(market, params), stream=st)
         self.times = cuda.to_device(row_times(market, params), stream=st)
         ip, fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
@@ -77,6 +78,7 @@ class LobSim(StepOutputs):
         self.state_i = cuda.device_array((L.N_STATE_I, self.B), np.int32, stream=st)
         self.state_f = cuda.device_array((L.N_STATE_F, self.B), np.float64, stream=st)
         self.rng = cuda.device_array(self.B, np.uint32, stream=st)
+        self.resp_ring = cuda.to_device(np.zeros((L.N_RESP, self.B), np.float64), stream=st)
         self.obs_d = cuda.device_array((self.B, self.obs_dim), np.float32, stream=st)
         self.out = cuda.device_array((L.N_OUT, self.B), np.float32, stream=st)
         self.fills_i = cuda.to_device(np.zeros((self.B, cap, L.N_FILL_I), np.int32), stream=st)
@@ -101,8 +103,8 @@ class LobSim(StepOutputs):
             k_syn.lobsim_synth_reset[self._grid, self._block, st](
                 self.sp, self.syn_i, self.events, self.book, np.int32(self.E))
         k_step.lobsim_reset[self._grid, self._block, st](
-            self._events_flat, self._book_flat, self.seen_rows, self.ip, self.fp, self.state_i, self.state_f, self.rng,
-            self.obs_d, self.out)
+            self._events_flat, self._book_flat, self.seen_rows, self.resp_rows, self.ip, self.fp, self.state_i,
+            self.state_f, self.rng, self.resp_ring, self.obs_d, self.out)
 
     def step(self, actions, orders=None) -> None:
         """One env step; ``actions`` int32[B] device array; ``orders`` int32[N_ORD, B] device array of
@@ -114,8 +116,8 @@ class LobSim(StepOutputs):
         sl = self.step_launch
         k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
             actions, self.no_orders if orders is None else orders, self._events_flat, self._book_flat, self.live_rows,
-            self.seen_rows, self.arrived, self.ip, self.fp,
-            self.state_i, self.state_f, self.rng,
+            self.seen_rows, self.resp_rows, self.arrived, self.ip, self.fp,
+            self.state_i, self.state_f, self.rng, self.resp_ring,
             self.obs_d, self.out, self.fills_i, self.fills_f, self.fills_t, self.times, np.int32(sl.per_block),
             np.int32(sl.chunk))
 
@@ -134,7 +136,7 @@ class LobSim(StepOutputs):
         d = {"state_i": self.state_i.copy_to_host(), "state_f": self.state_f.copy_to_host(),
              "rng": self.rng.copy_to_host(), "obs": self.obs_d.copy_to_host(), "out": self.out.copy_to_host(),
              "fills_i": self.fills_i.copy_to_host(), "fills_f": self.fills_f.copy_to_host(),
-             "fills_t": self.fills_t.copy_to_host()}
+             "fills_t": self.fills_t.copy_to_host(), "resp_ring": self.resp_ring.copy_to_host()}
         if self.synthetic:
             d.update({"syn_i": self.syn_i.copy_to_host(), "syn_rng": self.syn_rng.copy_to_host(),
                       "syn_events": self.events.copy_to_host(), "syn_book": self.book.copy_to_host()})
@@ -144,7 +146,8 @@ class LobSim(StepOutputs):
         st = self.stream
         d = upgrade_state(d)
         pairs = [("state_i", self.state_i), ("state_f", self.state_f), ("rng", self.rng), ("obs", self.obs_d),
-                 ("out", self.out), ("fills_i", self.fills_i), ("fills_f", self.fills_f), ("fills_t", self.fills_t)]
+                 ("out", self.out), ("fills_i", self.fills_i), ("fills_f", self.fills_f), ("fills_t", self.fills_t),
+                 ("resp_ring", self.resp_ring)]
         if self.synthetic:
             pairs += [("syn_i", self.syn_i), ("syn_rng", self.syn_rng), ("syn_events", self.events),
                       ("syn_book", self.book)]

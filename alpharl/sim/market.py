@@ -111,28 +111,37 @@ class LatencyRows:
     """Latencies in time as rows of the replay (host-computed, read by the step once per order /
     observation): ``live_rows[c]`` the row after whose event an order sent at row c goes live,
     ``seen_rows[c]`` the row whose book the agent sees at row c. One-element placeholders when
-    the latency is off (never read)."""
+    the latency is off (never read); ``resp_rows[c]`` the row as of which the agent knows its own
+    state at row c (response latency)."""
 
     live_rows: np.ndarray
     seen_rows: np.ndarray
+    resp_rows: np.ndarray
 
 
 def latency_rows(market, params: SimParams) -> LatencyRows:
-    """SimParams.entry_latency_ns / feed_latency_ns as rows of ``market`` (SimParams docs). A
-    synthetic market has no clock: a latency in time is refused (ValueError)."""
+    """SimParams.entry_latency_ns / feed_latency_ns / response_latency_ns as rows of ``market``
+    (SimParams docs). A synthetic market has no clock: a latency in time is refused (ValueError)."""
     off = np.zeros(1, np.int32)
     if not params.timed:
-        return LatencyRows(off, off)
+        return LatencyRows(off, off, off)
     if isinstance(market, SyntheticMarket):
-        raise ValueError("entry_latency_ns / feed_latency_ns need the timestamps of replayed data; "
-                         "the synthetic market has no clock (use latency_events)")
+        raise ValueError("entry_latency_ns / feed_latency_ns / response_latency_ns need the timestamps of replayed "
+                         "data; the synthetic market has no clock (use latency_events)")
     t = time_ns(market)
-    live, seen = off, off
+
+    def back(latency):
+        """Per row (time t), the last row at time <= t - latency, else the first row."""
+        return np.maximum(np.searchsorted(t, t - latency, "right") - 1, 0).astype(np.int32)
+
+    live, seen, resp = off, off, off
     if params.entry_latency_ns > 0:
         live = (np.searchsorted(t, t + params.entry_latency_ns, "right") - 1).astype(np.int32)
     if params.feed_latency_ns > 0:
-        seen = np.maximum(np.searchsorted(t, t - params.feed_latency_ns, "right") - 1, 0).astype(np.int32)
-    return LatencyRows(live, seen)
+        seen = back(params.feed_latency_ns)
+    if params.response_latency_ns > 0:
+        resp = back(params.response_latency_ns)
+    return LatencyRows(live, seen, resp)
 
 
 def order_arrivals(market, params: SimParams) -> np.ndarray:

@@ -27,6 +27,12 @@ price, or, post-only, is cancelled (reason "post_only").
 Bad input (an unknown order id, a price off the tick grid, a size <= 0, a side other than +-1, a
 backtest out of range) is a ValueError. Order ids are the driver's, per backtest, from 1; the
 event log and ``fills()`` name orders by them. Times are ns after midnight of the LOBSTER rows.
+
+With a response latency (SimParams.response_latency_ns) what the exchange does to an order reaches
+the strategy that much later: an Ack's ``seen_ns`` and every logged event's but "placed" (the
+strategy's own request, known at once) are the event's time + the latency, and ``position`` and
+``open_orders`` answer as of now - latency (the fills seen by now; the orders not seen closed). Cash,
+equity and the logs' other columns stay the exchange's, as they happened.
 """
 from __future__ import annotations
 
@@ -56,17 +62,20 @@ EVENTS_SCHEMA = pa.schema([
     ("time_ns", pa.int64()),         # ns after midnight of that row
     ("queue_ahead", pa.int32()),     # live: queue ahead on arrival; fills: queue ahead just before the fill
     ("reason", pa.string()),         # refused / cancelled: why; null otherwise
+    ("seen_ns", pa.int64()),         # when it reaches the strategy: time_ns + response latency ("placed": time_ns)
 ])
 LIMIT, MARKET = "limit", "market"
 
 
 @dataclass
 class Ack:
-    """The answer to a request: ``accepted`` (sent with the next step) or refused with ``reason``."""
+    """The answer to a request: ``accepted`` (sent with the next step) or refused with ``reason``;
+    ``seen_ns`` the time it reaches the strategy (the request's time + the response latency)."""
 
     order_id: int
     accepted: bool
-    reason: str | None = None
+    reason: str | None
+    seen_ns: int
 
 
 @dataclass
@@ -82,6 +91,7 @@ class Order:
     filled: int = 0
     status: str = "sent"          # sent -> live -> filled / cancelled (market: sent -> filled / cancelled)
     sim_oid: int = -1             # the simulator's order id, known once sent
+    closed_seen_ns: int | None = None   # when the strategy learns it filled / was cancelled
 
     @property
     def remaining(self) -> int:
@@ -108,6 +118,7 @@ class Backtest:
         if p.fills_log_capacity == 0:
             raise ValueError("Backtest reads fills from the fills log: SimParams fills_log_capacity must be > 0")
         self.sim = sim
+        self.resp_ns = p.response_latency_ns
         self.times = _host(sim.times)
         self.tick_dollars = sim.tick / PRICE_SCALE
         self.reset()
@@ -126,6 +137,7 @@ class Backtest:
         self._fills: list[pa.Table] = []
         self._head = np.zeros(B, np.int64)
         self._position = np.zeros(B, np.int64)
+        self._fill_seen: list[tuple[int, int, int]] = []   # (backtest, seen_ns, signed shares) of every fill
         self._cash = np.zeros(B, np.float64)
         self._read_state()
         self._equity_before = self._sf[L.F_EQUITY].copy()
@@ -143,6 +155,11 @@ class Backtest:
     @property
     def time_ns(self) -> int:
         return int(self.times[self.row])
+
+    def _now_ns(self) -> int:
+        """The strategy's now: the next step's row time, or at the window's end its last row's (the
+        state after it is the next pass's start)."""
+        return int(self.times[self.steps * self.sim.E]) if self.done else self.time_ns
 
     # ------------------------------------------------------------ requests
     def limit(self, side: int, price: float, qty: int, post_only: bool = False, backtest: int = 0) -> Ack:
@@ -177,7 +194,7 @@ class Backtest:
             if order.sim_oid >= 0:              # already with the simulator: cancel it there
                 self._queue[b].append(("cancel", order))
             self._close(b, order, "cancelled", self.row, "requested")
-        return Ack(order.order_id, reason is None, reason)
+        return self._ack(order, reason)
 
     def replace(self, order_id: int, price: float | None = None, qty: int | None = None, backtest: int = 0) -> Ack:
         """Cancel an open limit order and send a new one on its side (a new id, at the back of the queue),
@@ -188,7 +205,7 @@ class Backtest:
         qty = old.remaining if qty is None else self._check_qty(qty)
         reason = self._not_cancellable(old)
         if reason is not None:
-            return Ack(old.order_id, False, reason)
+            return self._ack(old, reason)
         order = self._new(b, LIMIT, old.side, qty, px, old.post_only)
         reason = self._limit_breach(b, old.side, qty)
         if reason is None:
@@ -233,8 +250,13 @@ class Backtest:
 
     # ------------------------------------------------------------ state
     def position(self, backtest: int = 0) -> int:
-        """Shares held (signed): the sum of the fills (the state is the next pass's after the window's end)."""
-        return int(self._position[self._check_backtest(backtest)])
+        """Shares held (signed): the sum of the fills (the state is the next pass's after the window's end);
+        with a response latency, of the fills the strategy has seen by now."""
+        b = self._check_backtest(backtest)
+        if self.resp_ns == 0:
+            return int(self._position[b])
+        now = self._now_ns()
+        return sum(q for fb, seen, q in self._fill_seen if fb == b and seen <= now)
 
     def cash(self, backtest: int = 0) -> float:
         """Cash, $ (0 at the start): the fills' prices and fees."""
@@ -250,7 +272,11 @@ class Backtest:
         return float(self._sf[L.F_EQUITY, b])
 
     def open_orders(self, backtest: int = 0) -> list[Order]:
-        return [o for o in self._orders[self._check_backtest(backtest)].values() if o.open]
+        """The open orders; with a response latency, those the strategy has not yet seen close (an order
+        carries its true state: its events' seen_ns say when the strategy learns of them)."""
+        now = self._now_ns()
+        return [o for o in self._orders[self._check_backtest(backtest)].values()
+                if o.open or (o.closed_seen_ns is not None and o.closed_seen_ns > now)]
 
     def order(self, order_id: int, backtest: int = 0) -> Order:
         return self._known(self._check_backtest(backtest), order_id)
@@ -316,7 +342,12 @@ class Backtest:
         else:
             order.status = "refused"
             self._log(b, order, "refused", order.qty, self.row, reason=reason)
-        return Ack(order.order_id, reason is None, reason)
+        return self._ack(order, reason)
+
+    def _ack(self, order: Order, reason: str | None) -> Ack:
+        """The answer about ``order`` (refused with ``reason``, or accepted), reaching the strategy a
+        response latency after now."""
+        return Ack(order.order_id, reason is None, reason, self.time_ns + self.resp_ns)
 
     def _side_busy(self, b: int, new: Order) -> str | None:
         for o in self._orders[b].values():
@@ -397,13 +428,15 @@ class Backtest:
 
     def _log(self, b, order: Order, event, qty, row, price_ticks=None, queue=None, reason=None) -> None:
         px = order.price_ticks if price_ticks is None else price_ticks
+        t = int(self.times[row])
         self._events.append((b, order.order_id, event, order.order_type, order.side,
                              None if px is None else px * self.tick_dollars, qty, order.remaining if order.open else 0,
-                             row, int(self.times[row]), queue, reason))
+                             row, t, queue, reason, t if event == "placed" else t + self.resp_ns))
 
     def _close(self, b, order: Order, status, row, reason) -> None:
         left = order.remaining
         order.status = status
+        order.closed_seen_ns = int(self.times[row]) + self.resp_ns
         self._log(b, order, status, left, row, reason=reason)
 
     def _after(self, n: int) -> None:
@@ -422,6 +455,8 @@ class Backtest:
         rows = table.column("event_row").to_numpy()
         side, qty = table.column("side").to_numpy().astype(np.int64), table.column("quantity").to_numpy()
         np.add.at(self._position, fb, side * qty)
+        self._fill_seen += [(int(b), int(self.times[r]) + self.resp_ns, int(q))
+                            for b, r, q in zip(fb, rows, side * qty)]
         np.add.at(self._cash, fb, -side * qty * table.column("price").to_numpy() - table.column("fee").to_numpy())
         first = len(self._events)
         for b in range(sim.B):
@@ -449,6 +484,7 @@ class Backtest:
                 order.filled += q
                 if order.remaining == 0:
                     order.status = "filled"
+                    order.closed_seen_ns = int(self.times[rows[k]]) + self.resp_ns
                 self._log(b, order, "filled" if order.remaining == 0 else "partially_filled", q, int(rows[k]),
                           price_ticks=int(table.column("price_ticks")[k].as_py()),
                           queue=int(table.column("queue_at_fill")[k].as_py()))

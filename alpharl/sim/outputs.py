@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from alpharl.sim import layout as L
+from alpharl.sim.upgrade import upgrade_state
 
 
 class StepOutputs:
@@ -34,6 +35,20 @@ class HostState:
         if name in L.STATE_I_NAMES:
             return self.state_i[L.STATE_I_NAMES.index(name)]
         return self.state_f[L.STATE_F_NAMES.index(name)]
+
+    #: The state arrays saved and loaded under their attribute names (the observation: "obs").
+    STATE_KEYS = ("state_i", "state_f", "rng", "fills_i", "fills_f", "fills_t", "out", "resp_ring")
+
+    def state_dict(self) -> dict:
+        """Copies of every state array (checkpoints); keys as LobSim.state_dict."""
+        return {k: getattr(self, k).copy() for k in self.STATE_KEYS} | {"obs": self.obs_buf.copy()}
+
+    def load_state_dict(self, d: dict) -> None:
+        """Load ``d`` (a state_dict, of this version or an older one: alpharl.sim.upgrade)."""
+        d = upgrade_state(d)
+        for k in self.STATE_KEYS:
+            getattr(self, k)[...] = d[k]
+        self.obs_buf[...] = d["obs"]
 
     def fills_snapshot(self):
         """(fills_i, fills_f, fills_t, fill_head) host copies, for the fills log."""

@@ -75,7 +75,15 @@ class SimParams:
     """Market-data latency in ns (replayed data only; 0: off). At row c, time t, the agent
     sees the book as of t - latency (the last row at time <= t - latency, else the first
     row): its observation, and the best prices its join / improve orders are placed at.
-    Its own position and orders are seen at once (no response latency is modelled)."""
+    Its own position and orders are seen with the response latency."""
+    response_latency_ns: int = 0
+    """Order response latency in ns (replayed data only; 0: off): what the exchange does to our
+    orders (fills, going live, cancellations, refusals) reaches the agent this much later. At row c,
+    time t, the own-state part of its observation (position, unrealised PnL, each order's flag /
+    queue ahead / offset, time in trade) is as of the last step end at a row of time <= t - latency
+    (the values observed then; with none in the episode, its start: flat, no orders). The ring
+    holds layout.RESP_RING step ends; a latency reaching further back shows the oldest and counts
+    it in the state row resp_stale. Rewards, equity and PnL stay true (the accountant's view)."""
     maker_fee: float = -0.0020
     """Fee of a resting (maker) fill, $/share or fraction of value (fee_mode); negative = rebate."""
     taker_fee: float = 0.0030
@@ -147,6 +155,7 @@ class SimParams:
             "latency_events": self.latency_events >= 0,
             "entry_latency_ns": self.entry_latency_ns >= 0 and not (self.entry_latency_ns and self.latency_events),
             "feed_latency_ns": self.feed_latency_ns >= 0,
+            "response_latency_ns": self.response_latency_ns >= 0,
             "fee_mode": self.fee_mode in FEE_MODES,
             "queue_model": self.queue_model in QUEUE_MODELS,
             "fill_rule": self.fill_rule in FILL_RULES,
@@ -163,7 +172,7 @@ class SimParams:
     @property
     def timed(self) -> bool:
         """Whether a latency is given in time (the simulator then needs the data's timestamps)."""
-        return self.entry_latency_ns > 0 or self.feed_latency_ns > 0
+        return self.entry_latency_ns > 0 or self.feed_latency_ns > 0 or self.response_latency_ns > 0
 
     @property
     def partial_fills(self) -> bool:

@@ -3,7 +3,8 @@
 A checkpoint holds the simulator's state arrays; fields added since are filled
 with the value they would have had: 0 (the round trips counted since reset, the
 equity at the last round trip: in the only episode mode those versions had, an
-episode starts flat at cash 0), and the fills ring's new fields (``upgrade_ring``).
+episode starts flat at cash 0; the stale reads of a response latency they did not have), the fills
+ring's new fields (``upgrade_ring``) and an empty own-state ring of the response latency.
 The market's volatility estimate (``vol_steps``, ``vol_msq``) reads 0, "nothing seen
 yet": it starts afresh from the next step, as after reset()."""
 from __future__ import annotations
@@ -28,10 +29,12 @@ def upgrade_state(d: dict) -> dict:
     """``d`` (a LobSim / ReferenceLobSim state_dict) in today's layout; refused in one line when its
     state rows match no version this one reads."""
     d = upgrade_ring(d)
+    if "resp_ring" not in d:   # before the response latency: an empty own-state ring (read only with one)
+        d = d | {"resp_ring": np.zeros((L.N_RESP, np.asarray(d["state_i"]).shape[1]), np.float64)}
     si, sf = np.asarray(d["state_i"]), np.asarray(d["state_f"])
     # rows inserted before the mid history since: S_TRIPS, then S_BUY_POST / S_SELL_POST (0: no
-    # instruction made an order post-only), then S_VOL_STEPS
-    for first in (L.S_TRIPS, L.S_BUY_POST, L.S_VOL_STEPS):
+    # instruction made an order post-only), then S_VOL_STEPS, then S_RESP_STALE
+    for first in (L.S_TRIPS, L.S_BUY_POST, L.S_VOL_STEPS, L.S_RESP_STALE):
         if si.shape[0] == first + L.N_MID_HIST:
             new = np.zeros((L.N_STATE_I,) + si.shape[1:], si.dtype)
             new[:first], new[L.S_MID_HIST:] = si[:first], si[first:]

@@ -14,12 +14,13 @@ from numba import cuda, float32, float64, int32, uint32
 
 from alpharl.cuda_kernels.lobsim.agent import close_if_flat, order_event, place_instructions, place_orders, walk
 from alpharl.cuda_kernels.lobsim.book import level_caps, mid2, mid2_of, word
-from alpharl.cuda_kernels.lobsim.observe import write_obs
+from alpharl.cuda_kernels.lobsim.observe import delay_own, write_obs
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
 from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_TICK_DOLLARS, F_CASH,
                                 F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY,
-                                F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_PENALTY_UNIT, IP_START_SPAN,
+                                F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_PENALTY_UNIT, IP_RESP_DELAY,
+                                IP_START_SPAN,
                                 IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EPISODE_F, N_MID_HIST, N_OUT, N_STATE_F,
                                 N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, PENALTY_SIGMA, S_VOL_STEPS,
                                 VOL_HORIZON, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
@@ -179,10 +180,11 @@ def restart(st, fs, rs, done, row_e, pi):
 
 
 @cuda.jit(device=True)
-def observe_next(st, fs, b, mb, at, row, row_e, mid_e, done, book, seen_rows, width, pi, pf, obs):
+def observe_next(st, fs, b, mb, at, row, row_e, mid_e, done, book, seen_rows, resp_rows, resp_ring, width, pi, pf,
+                 obs):
     """6. The next observation from the book row ``row`` (at ``at`` in ``mb``; the seen row of the
     global ``book`` under a feed latency); an episode that restarts fills its mid history with the
-    new start's mid."""
+    new start's mid. Under a response latency its own-state part is an older one (delay_own)."""
     ob_b, ob_at = mb, at
     if pi[IP_FEED_DELAY] != 0:
         ob_b, ob_at = book, seen_rows[row] * width
@@ -192,10 +194,12 @@ def observe_next(st, fs, b, mb, at, row, row_e, mid_e, done, book, seen_rows, wi
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
     write_obs(st, fs, b, ob_b, ob_at, pi, pf, obs)
+    if pi[IP_RESP_DELAY] != 0:
+        delay_own(st, b, row, done, resp_rows, resp_ring, pi, obs)
 
 
 @cuda.jit(device=True)
-def start_backtest(st, fs, rs, b, book, seen_rows, pi, pf, obs, out):
+def start_backtest(st, fs, rs, b, book, seen_rows, resp_rows, resp_ring, pi, pf, obs, out):
     """Backtest b afresh (lobsim_reset): counters cleared, a random start cursor (replay) drawn from
     the freshly seeded rs, flat, no orders, outputs zero, observation written (of the seen row with
     a feed latency)."""
@@ -217,3 +221,5 @@ def start_backtest(st, fs, rs, b, book, seen_rows, pi, pf, obs, out):
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m
     write_obs(st, fs, b, book, at, pi, pf, obs)
+    if pi[IP_RESP_DELAY] != 0:
+        delay_own(st, b, st[S_CURSOR], True, resp_rows, resp_ring, pi, obs)

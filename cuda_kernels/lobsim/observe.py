@@ -13,11 +13,13 @@ from numba import cuda, float32, float64
 from alpharl.cuda_kernels.lobsim.book import mid2_of, word
 from alpharl.lobster.format import ASK_PRICE, ASK_SIZE, BID_PRICE, BID_SIZE, BOOK_COLS_PER_LEVEL
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, F_AVG_PX, FP_TICK_DOLLARS, IP_EPISODE_STEPS, IP_LEVELS, IP_LOT,
-                                IP_MAX_POS, IP_OBS_LEVELS, LIVE, O_LIVE_AT, O_PX, O_QA, O_QTY, OBS_LEVEL_ASK_LOGSZ,
-                                OBS_LEVEL_ASK_OFF, OBS_LEVEL_BID_LOGSZ, OBS_LEVEL_BID_OFF, OBS_PER_LEVEL, OBX_BUY_FLAG,
-                                OBX_IMB1, OBX_IMB_DEPTH, OBX_POSITION, OBX_RET, OBX_SELL_FLAG, OBX_SPREAD,
+                                IP_MAX_POS, IP_OBS_LEVELS, LIVE, N_OWN_OBS, O_LIVE_AT, O_PX, O_QA, O_QTY,
+                                OBS_LEVEL_ASK_LOGSZ, OBS_LEVEL_ASK_OFF, OBS_LEVEL_BID_LOGSZ, OBS_LEVEL_BID_OFF,
+                                OBS_PER_LEVEL, OBX_BUY_FLAG,
+                                OBX_IMB1, OBX_IMB_DEPTH, OBX_OWN, OBX_POSITION, OBX_RET, OBX_SELL_FLAG, OBX_SPREAD,
                                 OBX_TIME_IN_TRADE, OBX_TIME_LEFT, OBX_UPNL, RET_LAG_0, RET_LAG_1, RET_LAG_2, RET_LAG_3,
-                                S_BUY_PX, S_INVENTORY, S_MID_HIST, S_SELL_PX, S_STEP_IN_EP, S_TRADE_STEPS)
+                                RESP_RING, RESP_ROW, RESP_SINCE_START, RESP_VALUES, RESP_WIDTH, S_BUY_PX, S_INVENTORY,
+                                S_MID_HIST, S_RESP_STALE, S_SELL_PX, S_STEP_IN_EP, S_TRADE_STEPS)
 
 #: Flag value of an order still waiting out its entry latency (1 = live).
 PENDING_FLAG = 0.5
@@ -119,3 +121,36 @@ def write_obs(st, fs, b, book, at, pi, pf, obs):
     obs[b, x + OBX_TIME_IN_TRADE] = float32(st[S_TRADE_STEPS]) / steps
     obs[b, x + OBX_TIME_LEFT] = float32(pi[IP_EPISODE_STEPS] - st[S_STEP_IN_EP]) / steps
 
+
+
+@cuda.jit(device=True)
+def delay_own(st, b, row, fresh, resp_rows, ring, pi, obs):
+    """Response latency (SimParams.response_latency_ns) on the observation write_obs just wrote at
+    row ``row``: its own-state values enter the ring ``ring`` (float64[N_RESP, B], layout RESP_*) as
+    the newest entry, or with ``fresh`` (an episode start, known at once) fill every entry stamped
+    RESP_SINCE_START; obs then shows the newest entry at a row <= resp_rows[row]. Entries are newest
+    first at falling rows, so the entries at or before that row are a tail: its first is the newest.
+    With none (the latency spans more step ends than the ring holds) the oldest is shown and counted
+    in S_RESP_STALE."""
+    x = OBS_PER_LEVEL * pi[IP_OBS_LEVELS] + OBX_OWN
+    for e in range(RESP_RING - 1, -1, -1):
+        at = e * RESP_WIDTH
+        if fresh or e == 0:
+            ring[at + RESP_ROW, b] = float64(RESP_SINCE_START if fresh else row)
+            for k in range(N_OWN_OBS):
+                ring[at + RESP_VALUES + k, b] = float64(obs[b, x + k])
+        else:
+            for w in range(RESP_WIDTH):
+                ring[at + w, b] = ring[at - RESP_WIDTH + w, b]
+    want = float64(resp_rows[row])
+    pick = RESP_RING - 1
+    found = False
+    for e in range(RESP_RING - 1, -1, -1):
+        if ring[e * RESP_WIDTH + RESP_ROW, b] <= want:
+            pick = e
+            found = True
+    if not found:
+        st[S_RESP_STALE] += 1
+    at = pick * RESP_WIDTH + RESP_VALUES
+    for k in range(N_OWN_OBS):
+        obs[b, x + k] = float32(ring[at + k, b])

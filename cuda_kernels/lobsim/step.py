@@ -87,18 +87,19 @@ def store_state(st, fs, rs, si, sf, rng, b):
 
 
 @kernel("void(int32[::1], int32[:, ::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
-        "float64[::1], int32[:, ::1], float64[:, ::1], uint32[::1], float32[:, ::1], float32[:, ::1], "
-        "int32[:, :, ::1], float64[:, ::1], int64[:, ::1], int64[::1], int32, int32)")
-def lobsim_step(actions, orders, events, book, live_rows, seen_rows, arrived, ip, fp, si, sf, rng, obs, out, fills_i,
-                fills_f, fills_t, times, per_block, chunk):
+        "int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], uint32[::1], float64[:, ::1], float32[:, ::1], "
+        "float32[:, ::1], int32[:, :, ::1], float64[:, ::1], int64[:, ::1], int64[::1], int32, int32)")
+def lobsim_step(actions, orders, events, book, live_rows, seen_rows, resp_rows, arrived, ip, fp, si, sf, rng, resp_ring,
+                obs, out, fills_i, fills_f, fills_t, times, per_block, chunk):
     """One env step of every backtest: action, E events with queue fills, reward / done /
     labels, branch-free auto-reset, observation.
 
     actions int32[B]; orders int32[N_ORD, B] the order instructions (layout ORD_*; zeros: none), applied
     after the action; events/book the market tables, flat (rows of N_EV_COLS / 4L words);
-    live_rows / seen_rows the latencies in time as rows (alpharl.sim.market.LatencyRows); arrived the
+    live_rows / seen_rows / resp_rows the latencies in time as rows (alpharl.sim.market.LatencyRows); arrived the
     row each event's order arrived at (l3_fifo, alpharl.sim.market.order_arrivals); ip/fp
-    packed SimParams; si int32[N_STATE_I, B], sf float64[N_STATE_F, B], rng uint32[B] (updated);
+    packed SimParams; si int32[N_STATE_I, B], sf float64[N_STATE_F, B], rng uint32[B], resp_ring
+    float64[N_RESP, B] (the own-state ring of a response latency; read and written only with one) (updated);
     obs float32[B, obs_dim] and out float32[N_OUT, B] (written); fills_i int32[B, cap, N_FILL_I] /
     fills_f float64[B, cap] / fills_t int64[B, cap] (ring); times int64 ns of every row (read for the
     fills log only, alpharl.sim.market.row_times).
@@ -218,17 +219,19 @@ def lobsim_step(actions, orders, events, book, live_rows, seen_rows, arrived, ip
             copy_row(book, row * width, sm, at_e, width)
         else:
             at_e = row * width
-    observe_next(st, fs, b, mb, at_e, row, row_e, mid_e, done, book, seen_rows, width, pi, pf, obs)
+    observe_next(st, fs, b, mb, at_e, row, row_e, mid_e, done, book, seen_rows, resp_rows, resp_ring, width, pi, pf,
+                 obs)
 
     # 7. the one store of the state
     store_state(st, fs, rs, si, sf, rng, b)
 
 
-@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], float64[:, ::1], "
-        "uint32[::1], float32[:, ::1], float32[:, ::1])")
-def lobsim_reset(events, book, seen_rows, ip, fp, si, sf, rng, obs, out):
+@kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], "
+        "float64[:, ::1], uint32[::1], float64[:, ::1], float32[:, ::1], float32[:, ::1])")
+def lobsim_reset(events, book, seen_rows, resp_rows, ip, fp, si, sf, rng, resp_ring, obs, out):
     """Start every backtest afresh: counters cleared, a random start cursor (replay), flat,
-    no orders, outputs zero, observation written (of the seen row with a feed latency). rng must
+    no orders, outputs zero, observation written (of the seen row with a feed latency; the own-state
+    ring filled with a response latency). rng must
     hold freshly seeded states; events / book flat as in lobsim_step. Launch [sim_grid(B), SIM_BLOCK]."""
     b = cuda.grid(1)
     if b >= si.shape[1]:
@@ -240,7 +243,7 @@ def lobsim_reset(events, book, seen_rows, ip, fp, si, sf, rng, obs, out):
     fs = cuda.local.array(N_STATE_F, float64)
     rs = cuda.local.array(1, uint32)
     rs[0] = rng[b]
-    start_backtest(st, fs, rs, b, book, seen_rows, pi, pf, obs, out)
+    start_backtest(st, fs, rs, b, book, seen_rows, resp_rows, resp_ring, pi, pf, obs, out)
     store_state(st, fs, rs, si, sf, rng, b)
 
 

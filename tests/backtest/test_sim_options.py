@@ -62,17 +62,20 @@ def _timed_market(times):
 
 def test_latency_rows_follow_the_timestamps():
     md = _timed_market([0.0, 0.5, 0.5, 1.0, 2.0, 2.000000001])
-    lat = latency_rows(md, SimParams(entry_latency_ns=500_000_000, feed_latency_ns=1_000_000_000))
-    # live after the last event at time <= t + 0.5 s (ties included); seen: the last row at <= t - 1 s
+    lat = latency_rows(md, SimParams(entry_latency_ns=500_000_000, feed_latency_ns=1_000_000_000,
+                                     response_latency_ns=1_500_000_000))
+    # live after the last event at time <= t + 0.5 s (ties included); seen: the last row at <= t - 1 s;
+    # own state known as of the last row at <= t - 1.5 s
     assert lat.live_rows.tolist() == [2, 3, 3, 3, 5, 5]
     assert lat.seen_rows.tolist() == [0, 0, 0, 0, 3, 3]
+    assert lat.resp_rows.tolist() == [0, 0, 0, 0, 2, 2]
     assert time_ns(md).tolist()[-1] == 2_000_000_001
     off = latency_rows(md, SimParams(latency_events=3))
     assert off.live_rows.size == off.seen_rows.size == 1
 
 
 @pytest.mark.parametrize("kw", [dict(entry_latency_ns=1, latency_events=1), dict(entry_latency_ns=-1),
-                                dict(feed_latency_ns=-5)])
+                                dict(feed_latency_ns=-5), dict(response_latency_ns=-1)])
 def test_bad_latencies_in_time(kw):
     with pytest.raises(ValueError, match="latency"):
         SimParams(**kw)
@@ -81,6 +84,8 @@ def test_bad_latencies_in_time(kw):
 def test_the_synthetic_market_has_no_clock():
     with pytest.raises(ValueError, match="synthetic"):
         latency_rows(SyntheticMarket(), SimParams(feed_latency_ns=10))
+    with pytest.raises(ValueError, match="synthetic"):
+        latency_rows(SyntheticMarket(), SimParams(response_latency_ns=10))
 
 
 def test_order_arrivals_name_the_row_each_order_arrived_at():

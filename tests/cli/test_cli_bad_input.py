@@ -83,6 +83,8 @@ def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_p
     ('[sim]\npartial_fills = "yes"', ["c.toml", "partial_fills", "yes"]),
     ('synthetic = true\n[sim]\nqueue_model = "l3_fifo"', ["queue_model", "l3_fifo", "--synthetic"]),
     ('synthetic = true\n[sim]\nfeed_latency_ns = 1000', ["feed_latency_ns", "--synthetic"]),
+    ('synthetic = true\n[sim]\nresponse_latency_ns = 1000', ["response_latency_ns", "--synthetic"]),
+    ('[sim]\nresponse_latency_ns = -3', ["c.toml", "response_latency_ns", "-3"]),
     ('[sim]\nepisode_steps = 0', ["c.toml", "episode_steps", "horizon"]),     # one pass needs horizon episodes
     ('synthetic = true\n[sim]\nepisode_steps = 0\nepisode_end = "horizon"', ["episode_steps", "--synthetic"]),
     ('[sim]\ninventory_penalty_unit = "ticks"', ["c.toml", "inventory_penalty_unit", "ticks", "sigma"]),

@@ -14,10 +14,11 @@ from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim import layout as L
 from alpharl.sim.driver import run_script
 from alpharl.sim.fills import FILLS_SCHEMA, FillsLog, read_fills
+from alpharl.sim.cpu import CpuLobSim
 from alpharl.sim.lobsim import LobSim
-from alpharl.sim.market import SyntheticMarket, nearest_tick
+from alpharl.sim.market import SyntheticMarket, nearest_tick, time_ns
 from alpharl.sim.params import SimParams
-from lobsim_helpers import TICK, make_market, real_market
+from lobsim_helpers import TICK, device_actions, make_market, real_market
 
 BUY, SELL = 1, -1
 BOOK = [102, 500, 100, 300, 103, 100, 99, 100]   # ask 102x500 / bid 100x300, second levels 103 / 99
@@ -408,21 +409,23 @@ def test_fills_log_arrow_file(tmp_path):
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     """A checkpoint's simulator state from before the fill records held their time and queue at
-    fill, before round trips were counted, before order instructions' post-only flags and before the
-    market's volatility estimate, loads: those fields read NO_TIME and 0, every other field as saved; a
-    state of no known layout is refused with a message."""
+    fill, before round trips were counted, before order instructions' post-only flags, before the
+    market's volatility estimate and before the response latency, loads: those fields read NO_TIME and 0
+    (an empty own-state ring), every other field as saved; a state of no known layout is refused with a
+    message."""
     sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"))
     run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD])
     d = sim.state_dict()
     # what an older run never had
     d["state_i"][L.S_TRIPS], d["state_i"][L.S_VOL_STEPS], d["state_f"][L.F_TRIP_BASE:] = 0, 0, 0.0
-    newer_i = [L.S_TRIPS, L.S_BUY_POST, L.S_SELL_POST, L.S_VOL_STEPS]
-    old = {k: v for k, v in d.items() if k != "fills_t"} | {"fills_i": d["fills_i"][..., :L.FL_QA_FILL],
-                                                         "state_i": np.delete(d["state_i"], newer_i, axis=0),
-                                                         "state_f": d["state_f"][:L.F_TRIP_BASE]}
+    newer_i = [L.S_TRIPS, L.S_BUY_POST, L.S_SELL_POST, L.S_VOL_STEPS, L.S_RESP_STALE]
+    old = {k: v for k, v in d.items() if k not in ("fills_t", "resp_ring")} | {
+        "fills_i": d["fills_i"][..., :L.FL_QA_FILL], "state_i": np.delete(d["state_i"], newer_i, axis=0),
+        "state_f": d["state_f"][:L.F_TRIP_BASE]}
     sim.load_state_dict(old)
     got = sim.state_dict()
     assert (got["fills_t"] == L.NO_TIME).all() and (got["fills_i"][..., L.FL_QA_FILL] == 0).all()
+    assert got["resp_ring"].shape == (L.N_RESP, 1) and (got["resp_ring"] == 0).all()
     np.testing.assert_array_equal(got["fills_i"][..., :L.FL_QA_FILL], old["fills_i"])
     assert (d["fills_i"][..., L.FL_QTY] > 0).any()
     np.testing.assert_array_equal(got["state_i"], d["state_i"])
@@ -430,7 +433,59 @@ def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     with pytest.raises(ValueError, match="simulator state of"):
         sim.load_state_dict(d | {"state_i": d["state_i"][:-6]})
     # the layout with round trips counted but no post-only flags
-    sim.load_state_dict(d | {"state_i": np.delete(d["state_i"], [L.S_BUY_POST, L.S_SELL_POST, L.S_VOL_STEPS],
-                                                  axis=0), "state_f": d["state_f"][:L.F_VOL_MSQ]})
+    sim.load_state_dict(d | {"state_i": np.delete(d["state_i"], newer_i[1:], axis=0),
+                             "state_f": d["state_f"][:L.F_VOL_MSQ]})
     np.testing.assert_array_equal(sim.state_dict()["state_i"], d["state_i"])
     np.testing.assert_array_equal(sim.state_dict()["state_f"], d["state_f"])
+    # the layout with the volatility estimate but no response latency
+    sim.load_state_dict({k: v for k, v in d.items() if k != "resp_ring"} |
+                        {"state_i": np.delete(d["state_i"], L.S_RESP_STALE, axis=0)})
+    np.testing.assert_array_equal(sim.state_dict()["state_i"], d["state_i"])
+
+
+def _host(x):
+    return x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
+
+
+@pytest.mark.parametrize("kind", BACKENDS + ["cpu"])
+def test_response_latency_delays_the_own_state_seen(kind):
+    """Real data, one event a step: a market buy fills in the first step, a sell later. The position the
+    agent observes changes first at the step whose row time is >= that of the step end the fill was
+    reported at + the latency; at every step it is the true position at the last step end at time <=
+    t - latency (the start's, flat, before any), or the ring's oldest in a burst of more step ends
+    than it holds (counted). The book part of the observation and the rewards are
+    those of a run without the latency."""
+    lat = 20_000_000
+    md = real_market(rows=400)
+    kw = dict(events_per_step=1, episode_steps=0, episode_end="horizon", fills_log_capacity=16, max_position=300)
+    make = {"kernels": LobSim, "numpy": ReferenceLobSim, "cpu": CpuLobSim}[kind]
+    sim, free = make(md, SimParams(response_latency_ns=lat, **kw), 1, 3), make(md, SimParams(**kw), 1, 3)
+    x = L.obx_base(sim.params.obs_levels)
+    own = np.zeros(L.obs_dim(sim.params.obs_levels), bool)
+    own[x + L.OBX_OWN:x + L.OBX_OWN + L.N_OWN_OBS] = True
+    rows, held, seen = [], [], []
+    for a in [None, A.MARKET_BUY] + [A.HOLD] * 59 + [A.MARKET_SELL] + [A.HOLD] * 59:
+        for s in (sim, free):
+            if a is None:
+                s.reset()
+            else:
+                act = np.array([a], np.int32)
+                s.step(device_actions(act) if kind == "kernels" else act)
+        obs = _host(sim.obs)
+        assert (obs[:, ~own] == _host(free.obs)[:, ~own]).all()
+        assert (_host(sim.reward) == _host(free.reward)).all()
+        rows.append(int(sim.field("cursor")[0]))
+        held.append(int(sim.field("inventory")[0]))
+        seen.append(round(float(obs[0, x + L.OBX_POSITION]) * sim.params.max_position))
+    times = time_ns(md)[rows]
+    # the newest step end j >= 1 at time <= t_k - latency, else the start (index 0, flat since before);
+    # the ring holds the last RESP_RING of them: past its oldest, the oldest (a stale read)
+    newest = [int(np.searchsorted(times[1:k + 1], times[k] - lat, "right")) for k in range(len(rows))]
+    oldest = [max(k - L.RESP_RING + 1, 0) for k in range(len(rows))]
+    assert seen == [held[max(n, o)] for n, o in zip(newest, oldest)]
+    assert int(sim.field("resp_stale")[0]) == sum(n < o for n, o in zip(newest, oldest)) > 0
+    bought = held.index(100)                     # the step end the buy's fill was reported at
+    first = seen.index(100)
+    assert first > bought and times[first] >= times[bought] + lat > times[first - 1]
+    sold = held.index(0, bought)
+    assert sold < len(held) - 1 and seen[-1] == 0

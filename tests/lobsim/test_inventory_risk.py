@@ -135,7 +135,9 @@ def test_a_state_from_before_the_estimate_loads_and_starts_it_afresh(kind, rng):
         run_script(s, [A.MARKET_BUY] * 5)
     d = sim.state_dict()
     assert (d["state_i"][L.S_VOL_STEPS] == 5).all() and (d["state_i"][L.S_INVENTORY] != 0).all()
-    old = d | {"state_i": np.delete(d["state_i"], L.S_VOL_STEPS, axis=0), "state_f": d["state_f"][:L.F_VOL_MSQ]}
+    # that layout had no response latency either (its row came after)
+    old = d | {"state_i": np.delete(d["state_i"], [L.S_VOL_STEPS, L.S_RESP_STALE], axis=0),
+               "state_f": d["state_f"][:L.F_VOL_MSQ]}
     fresh = cls(market, params, 2, seed)
     fresh.load_state_dict(old)
     got = fresh.state_dict()

@@ -32,6 +32,11 @@ CONFIGS = {
     "amzn5-latency-in-time": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                entry_latency_ns=300_000_000, feed_latency_ns=800_000_000,
                                                max_position=300)),
+    # the own position and orders reaching the agent a response latency late (several step ends back,
+    # some past the own-state ring in episodes longer than it), beside a feed latency
+    "amzn5-response-latency": (AMZN5, SimParams(events_per_step=2, episode_steps=24, episode_end="horizon",
+                                                fills_log_capacity=32, response_latency_ns=1_000_000_000,
+                                                feed_latency_ns=100_000_000, latency_events=1, max_position=300)),
     # cancel-and-replace at the same price, with the replaced order travelling an entry latency in time
     "amzn5-requote-replace": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                requote="replace", entry_latency_ns=300_000_000, max_position=300)),

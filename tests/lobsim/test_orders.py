@@ -38,7 +38,8 @@ def _random_orders(rng, book, rows, B):
                                    dict(episode_steps=0, episode_end="horizon", fill_rule="all_or_nothing",
                                         feed_latency_ns=2_000_000),
                                    dict(episode_steps=8, inventory_penalty=0.4, inventory_penalty_unit="sigma",
-                                        latency_events=1)])
+                                        latency_events=1),
+                                   dict(response_latency_ns=30_000_000, entry_latency_ns=1_000_000)])
 def test_instructions_kernels_reference_and_cpu_agree(extra, request):
     md = real_market(rows=1_200)
     kw = dict(events_per_step=8, episode_steps=30, fills_log_capacity=512, max_position=800) | extra
@@ -134,6 +135,7 @@ def test_driver_ids_acks_and_event_log(kind):
     # times are the rows' LOBSTER times, non-decreasing per backtest
     t = ev.column("time_ns").to_numpy()
     assert (np.diff(t) >= 0).all() and (t == bt.times[ev.column("event_row").to_numpy()]).all()
+    assert (ev.column("seen_ns").to_numpy() == t).all() and acks[0].seen_ns == bt.times[0]   # no response latency
     # the accounts: the fills' cash and position; flat at the end (forced flatten)
     assert bt.position() == 0
     np.testing.assert_allclose(bt.equity(), bt.cash(), atol=1e-6)
@@ -151,6 +153,39 @@ def test_driver_backends_agree():
         assert logs[kind][0].equals(logs["numpy"][0]), kind
         assert logs[kind][1].drop(["price", "fee"]).equals(logs["numpy"][1].drop(["price", "fee"])), kind
         np.testing.assert_allclose(logs[kind][2], logs["numpy"][2], atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "cpu"])
+def test_driver_reports_reach_the_strategy_a_response_latency_late(kind):
+    """With a response latency the exchange does what it does without one; the strategy learns of it
+    that much later: acks and events carry time + latency ("placed": at once), and position /
+    open_orders answer as of now - latency (a market buy counts from the first step at or after its
+    fill's time + latency)."""
+    lat = 300_000_000                # the first steps of the window take 0.15, 0.26, 0.26, 0.34 s
+    (bt, book), (free, _) = _driver(kind, response_latency_ns=lat), _driver(kind)
+    t0 = bt.time_ns
+    ack = bt.market(BUY, 100)
+    assert ack.accepted and ack.seen_ns == t0 + lat and free.market(BUY, 100).seen_ns == t0
+    bt.step(), free.step()
+    fill_t = bt.fills().column("time_ns")[0].as_py()
+    assert free.position() == 100 and not free.open_orders()
+    waited = 0
+    while bt.time_ns < fill_t + lat:
+        assert bt.position() == 0 and [o.order_id for o in bt.open_orders()] == [ack.order_id]
+        waited += bt.step()
+    assert waited > 0 and bt.position() == 100 and not bt.open_orders()
+    for d in (bt, free):            # the same requests, by id: a resting bid, later cancelled
+        d.step(max(waited - d.steps + 1, 0))
+        bid = d.limit(BUY, int(book[d.row, BID_PRICE]) * d.tick_dollars, 200)
+        d.run_until(row=d.row + 300)
+        d.cancel(bid.order_id)
+        d.run_until()
+    ev, ref = bt.events(), free.events()
+    assert ev.drop(["seen_ns"]).equals(ref.drop(["seen_ns"]))
+    placed = np.array([e == "placed" for e in ev.column("event").to_pylist()])
+    t = ev.column("time_ns").to_numpy()
+    np.testing.assert_array_equal(ev.column("seen_ns").to_numpy(), np.where(placed, t, t + lat))
+    assert (~placed).sum() > 2
 
 
 def test_post_only_cross_is_cancelled_on_arrival():

@@ -65,6 +65,25 @@ def write_obs(obs, book, rows, si, sf, ip, fp):
     obs[:, x + L.OBX_TIME_LEFT] = (ip[L.IP_EPISODE_STEPS] - si[L.S_STEP_IN_EP]).astype(_F32) / steps
 
 
+def delay_own(ring, si, obs, rows, fresh, resp_rows, ip):
+    """Response latency on the observation ``obs`` just written at the rows ``rows``: its own-state
+    values enter ``ring`` (float64[N_RESP, B]) as the newest entry (``fresh``, an episode start: every
+    entry, stamped RESP_SINCE_START); obs then shows the newest entry at a row <= resp_rows[rows]
+    (entries fall in row, so those are a tail), else the oldest (counted in si[S_RESP_STALE])."""
+    B = obs.shape[0]
+    ring = ring.reshape(L.RESP_RING, L.RESP_WIDTH, B)
+    x = L.obx_base(int(ip[L.IP_OBS_LEVELS])) + L.OBX_OWN
+    own = slice(x, x + L.N_OWN_OBS)
+    now = np.concatenate([np.where(fresh, L.RESP_SINCE_START, rows)[None, :].astype(np.float64),
+                          obs[:, own].T.astype(np.float64)])
+    ring[:] = np.where(fresh[None, None, :], now[None], np.concatenate([now[None], ring[:-1]]))
+    held = ring[:, L.RESP_ROW] <= resp_rows[rows]                    # [RESP_RING, B]
+    found = held.any(axis=0)
+    pick = np.where(found, held.argmax(axis=0), L.RESP_RING - 1)
+    si[L.S_RESP_STALE] += ~found
+    obs[:, own] = ring[pick, L.RESP_VALUES:, np.arange(B)].astype(_F32)
+
+
 def log_size(z, unit):
     """log1p(z / unit) in float32 (a size in units of the mean touch size), 0 where unit is 0."""
     safe = np.where(unit != 0, unit, _F32(1))

@@ -30,7 +30,9 @@ The semantics, in the order one env step applies them to every backtest
    or with ``entry_latency_ns`` after the last event at time <= t + latency
    (t: the cursor's time). With ``feed_latency_ns`` the snapshot the agent
    sees (its observation, its join / improve prices) is the last row at time
-   <= t - latency; its own orders and position it sees at once.
+   <= t - latency; its own orders and position it sees at once, or with
+   ``response_latency_ns`` as it observed them at the last step end at time
+   <= t - latency (observe.delay_own's ring of the last RESP_RING step ends).
 2. **Activation** (at the cursor, and again after every event): a pending
    market order walks the visible depth of the current snapshot level by level
    (taker fills; what the depth cannot fill is dropped, except for a flatten,
@@ -81,7 +83,8 @@ The semantics, in the order one env step applies them to every backtest
    final equity and, round trip per episode, a trade's rewards sum to its PnL.
    Labels compare the mid after the step with the mid before it. Done
    backtests get the reset state (select on done; the PRNG draws one start
-   offset every step) and the observation is written.
+   offset every step) and the observation is written (its own-state part,
+   under a response latency, an older one; the episode start fills the ring).
 
 The historical book is replayed unchanged: our orders never change it, so two
 market orders against the same snapshot would both see its full depth; a
@@ -107,13 +110,12 @@ import numpy as np
 from alpharl.prng import STREAM_SIM, seed_lanes, xorshift32_np
 from alpharl.reference.lobsim.agent import activate, order_event, place_instructions, place_orders, walk
 from alpharl.reference.lobsim.book import mid2
-from alpharl.reference.lobsim.observe import write_obs
+from alpharl.reference.lobsim.observe import delay_own, write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
 from alpharl.sim.outputs import HostState, StepOutputs
 from alpharl.sim.params import SimParams
-from alpharl.sim.upgrade import upgrade_state
 
 _I32 = np.int32
 
@@ -144,7 +146,7 @@ class ReferenceLobSim(HostState, StepOutputs):
             n_rows = stream.n_rows
             check_window(params, n_rows)
         lat = latency_rows(market, params)
-        self.live_rows, self.seen_rows = lat.live_rows, lat.seen_rows
+        self.live_rows, self.seen_rows, self.resp_rows = lat.live_rows, lat.seen_rows, lat.resp_rows
         self.arrived = order_arrivals(market, params)
         self.times = row_times(market, params)
         self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
@@ -156,6 +158,7 @@ class ReferenceLobSim(HostState, StepOutputs):
         self.state_i = np.zeros((L.N_STATE_I, self.B), _I32)
         self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
         self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
+        self.resp_ring = np.zeros((L.N_RESP, self.B), np.float64)
         self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
         self.out = np.zeros((L.N_OUT, self.B), np.float32)
         self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), _I32)
@@ -178,6 +181,7 @@ class ReferenceLobSim(HostState, StepOutputs):
         row = self._obs_rows()
         self.state_i[L.S_MID_HIST:L.S_MID_HIST + L.N_MID_HIST] = mid2(self.book, row)[None, :]
         write_obs(self.obs_buf, self.book, row, self.state_i, self.state_f, self.ip, self.fp)
+        self._delay_own(np.ones(self.B, bool))
 
     def step(self, actions, orders=None) -> None:
         """One env step of every backtest with actions int32[B] (alpharl.actions ids) and order
@@ -244,6 +248,7 @@ class ReferenceLobSim(HostState, StepOutputs):
         row = self._obs_rows()
         si[hist] = np.where(done[None, :], mid2(self.book, row)[None, :], si[hist])
         write_obs(self.obs_buf, self.book, row, self.state_i, self.state_f, self.ip, self.fp)
+        self._delay_own(done)
 
     # accessors (host arrays; LobSim returns device arrays of the same shapes)
     @property
@@ -253,18 +258,13 @@ class ReferenceLobSim(HostState, StepOutputs):
     # output(k), reward, done, ...: StepOutputs
 
     def state_dict(self) -> dict:
-        d = {"state_i": self.state_i.copy(), "state_f": self.state_f.copy(), "rng": self.rng.copy(),
-             "obs": self.obs_buf.copy(), "out": self.out.copy(), "fills_i": self.fills_i.copy(),
-             "fills_f": self.fills_f.copy(), "fills_t": self.fills_t.copy()}
+        d = HostState.state_dict(self)
         if self.synthetic:
             d.update(self.synth.state_dict())
         return d
 
     def load_state_dict(self, d: dict) -> None:
-        d = upgrade_state(d)
-        for k in ("state_i", "state_f", "rng", "fills_i", "fills_f", "fills_t", "out"):
-            getattr(self, k)[...] = d[k]
-        self.obs_buf[...] = d["obs"]
+        HostState.load_state_dict(self, d)
         if self.synthetic:
             self.synth.load_state_dict(d)
 
@@ -283,6 +283,12 @@ class ReferenceLobSim(HostState, StepOutputs):
     def _seen(self, rows):
         """The rows whose book the agent sees at ``rows`` (SimParams.feed_latency_ns)."""
         return self.seen_rows[rows].astype(np.int64) if self.ip[L.IP_FEED_DELAY] else rows
+
+    def _delay_own(self, fresh):
+        """The response latency on the observation just written (delay_own; ``fresh``: episode starts)."""
+        if self.ip[L.IP_RESP_DELAY]:
+            delay_own(self.resp_ring, self.state_i, self.obs_buf, self.state_i[L.S_CURSOR].astype(np.int64), fresh,
+                      self.resp_rows, self.ip)
 
     def _observe_move(self, mid_before, mid_e):
         """The step's mid change (ticks) into the running mean square: the plain mean over the first
