@@ -447,7 +447,9 @@ def _host(x):
     return x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
 
 
-@pytest.mark.parametrize("kind", BACKENDS + ["cpu"])
+# The kernels equal the reference step for step under a response latency (test_lobsim_vs_reference's
+# amzn5-response-latency): this hand check runs on the reference and the CPU build.
+@pytest.mark.parametrize("kind", ["numpy", "cpu"])
 def test_response_latency_delays_the_own_state_seen(kind):
     """Real data, one event a step: a market buy fills in the first step, a sell later. The position the
     agent observes changes first at the step whose row time is >= that of the step end the fill was

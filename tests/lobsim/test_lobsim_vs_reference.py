@@ -44,16 +44,15 @@ CONFIGS = {
     "amzn5-horizon-penalty": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                episode_end="horizon", force_flatten=False,
                                                inventory_penalty=0.37, max_position=300)),
-    "synthetic-horizon": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32,
-                                          episode_end="horizon", latency_events=1)),
+    # horizon episodes on the synthetic market, with the holding penalty in units of its own volatility
+    "synthetic-horizon-sigma-penalty": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32,
+                                                        episode_end="horizon", latency_events=1,
+                                                        inventory_penalty=0.25, inventory_penalty_unit="sigma")),
     # the holding penalty in units of the backtest's own running volatility of the mid (carried across
-    # the episodes that round trips end), on the replay and on the synthetic market
+    # the episodes that round trips end)
     "amzn5-sigma-penalty": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                              inventory_penalty=0.6, inventory_penalty_unit="sigma",
                                              max_position=300)),
-    "synthetic-horizon-sigma-penalty": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32,
-                                                        episode_end="horizon", inventory_penalty=0.25,
-                                                        inventory_penalty_unit="sigma")),
 }
 B = 6
 STEPS = 30

@@ -39,7 +39,10 @@ def test_per_wiring(rng):
     # A Q step: a minibatch, its per-row losses, the priority update.
     q_batch = replay.sample(d_isv, Q_BATCH)
     idx = q_batch.idx.copy_to_host()
-    loss = nonzero_uniform(rng, Q_BATCH, 0.1, 3.0) * rng.choice([-1.0, 1.0], Q_BATCH).astype(np.float32)
+    # |loss| >= 3 against the initial max priority 1: each sampled slot's mass grows >= 3^0.7 = 2.2x, so
+    # the update moves the distribution by a total variation > 0.1 whatever the draw (>= 10 distinct
+    # slots of the 32 draws over 64), not only for most draws
+    loss = nonzero_uniform(rng, Q_BATCH, 3.0, 6.0) * rng.choice([-1.0, 1.0], Q_BATCH).astype(np.float32)
     replay.update_priorities(cuda.to_device(loss), Q_BATCH)
 
     # Predicted priorities: new transitions held the initial max priority; the
