@@ -36,7 +36,7 @@ def main() -> None:
     md = load_embedded()
     p = SimParams(episode_steps=0, episode_end="horizon", fills_log_capacity=4096)
     lines = [f"# CPU simulator paths, {dt.date.today()}", "",
-             f"{platform.processor() or platform.machine()}, {md.n_events} rows of {md.source}, "
+             f"{platform.processor() or platform.machine()}, {md.n_events} rows of {Path(str(md.source)).name}, "
              f"events_per_step {p.events_per_step}", "",
              "| B | reference rows/s per backtest | CpuLobSim.run rows/s per backtest | speed-up |", "|---|---|---|---|"]
     for B in args.b:
