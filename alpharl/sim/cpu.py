@@ -26,7 +26,7 @@ from numba import njit
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import STREAM_SIM, seed_lanes
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
+from alpharl.sim.market import SyntheticMarket, check_window, replay_stream
 from alpharl.sim.outputs import HostState, StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -161,35 +161,14 @@ class CpuLobSim(HostState, StepOutputs):
     def __init__(self, market, params: SimParams, n_backtests: int, seed: int, lanes=None):
         if isinstance(market, SyntheticMarket):
             raise ValueError("CpuLobSim replays recorded data; the synthetic market runs on LobSim / ReferenceLobSim")
-        self.params = params
-        self.B = int(n_backtests)
-        self.E = params.events_per_step
-        self.seed = int(seed)
-        self.lanes = np.arange(self.B) if lanes is None else np.asarray(lanes, np.int64)
+        self._init_backtests(params, n_backtests, seed, lanes)
         self.synthetic = False
         stream = replay_stream(market, params.off_tick_trades)
         self.levels, self.tick = stream.levels, stream.tick
-        n_rows = stream.n_rows
-        check_window(params, n_rows)
+        check_window(params, stream.n_rows)
         self.events = np.ascontiguousarray(stream.events).reshape(-1)
         self.book = np.ascontiguousarray(stream.book).reshape(-1)
-        lat = latency_rows(market, params)
-        self.live_rows, self.seen_rows, self.resp_rows = lat.live_rows, lat.seen_rows, lat.resp_rows
-        self.arrived = order_arrivals(market, params)
-        self.times = row_times(market, params)
-        self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, False)
-        self.window_steps = int(self.ip[L.IP_EPISODE_STEPS])
-        self.obs_dim = L.obs_dim(params.obs_levels)
-        cap = max(params.fills_log_capacity, 1)
-        self.state_i = np.zeros((L.N_STATE_I, self.B), np.int32)
-        self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
-        self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
-        self.resp_ring = np.zeros((L.N_RESP, self.B), np.float64)
-        self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
-        self.out = np.zeros((L.N_OUT, self.B), np.float32)
-        self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), np.int32)
-        self.fills_f = np.zeros((self.B, cap), np.float64)
-        self.fills_t = np.zeros((self.B, cap), np.int64)
+        self._init_buffers(market, params, stream.n_rows, False)
 
     def reset(self) -> None:
         """Every backtest starts afresh from the seed."""
@@ -199,10 +178,8 @@ class CpuLobSim(HostState, StepOutputs):
 
     def step(self, actions, orders=None) -> None:
         """One env step: actions int32[B], orders int32[N_ORD, B] (None: no instructions)."""
-        acts = np.asarray(actions, np.int32).reshape(1, self.B)
-        ords = (np.zeros((1, L.N_ORD, self.B), np.int32) if orders is None
-                else np.asarray(orders, np.int32).reshape(1, L.N_ORD, self.B))
-        self.run(acts, ords)
+        self.run(np.asarray(actions, np.int32).reshape(1, self.B),
+                 None if orders is None else np.asarray(orders, np.int32).reshape(1, L.N_ORD, self.B))
 
     def run(self, actions, orders=None) -> None:
         """``T`` env steps in one call: actions int32[T, B], orders int32[T, N_ORD, B] (None: none).

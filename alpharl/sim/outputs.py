@@ -6,7 +6,11 @@
 """
 from __future__ import annotations
 
+import numpy as np
+
+from alpharl.prng import STREAM_SIM, seed_lanes
 from alpharl.sim import layout as L
+from alpharl.sim.market import latency_rows, order_arrivals, row_times
 from alpharl.sim.upgrade import upgrade_state
 
 
@@ -29,6 +33,35 @@ class StepOutputs:
 class HostState:
     """Reads of a simulator whose state is host arrays (``state_i`` / ``state_f`` rows, the fills ring):
     ReferenceLobSim and CpuLobSim."""
+
+    def _init_backtests(self, params, n_backtests: int, seed: int, lanes) -> None:
+        self.params = params
+        self.B = int(n_backtests)
+        self.E = params.events_per_step
+        self.seed = int(seed)
+        self.lanes = np.arange(self.B) if lanes is None else np.asarray(lanes, np.int64)
+
+    def _init_buffers(self, market, params, n_rows: int, synthetic: bool) -> None:
+        """The host tables of ``market`` (latency rows, order arrivals, row times, packed parameters) and
+        zeroed state, PRNG, response ring, observation, outputs and fills ring; ``self.levels`` / ``tick``
+        set before."""
+        lat = latency_rows(market, params)
+        self.live_rows, self.seen_rows, self.resp_rows = lat.live_rows, lat.seen_rows, lat.resp_rows
+        self.arrived = order_arrivals(market, params)
+        self.times = row_times(market, params)
+        self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, synthetic)
+        self.window_steps = int(self.ip[L.IP_EPISODE_STEPS])    # episode_steps, or one pass's steps
+        self.obs_dim = L.obs_dim(params.obs_levels)
+        cap = max(params.fills_log_capacity, 1)
+        self.state_i = np.zeros((L.N_STATE_I, self.B), np.int32)
+        self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
+        self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
+        self.resp_ring = np.zeros((L.N_RESP, self.B), np.float64)
+        self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
+        self.out = np.zeros((L.N_OUT, self.B), np.float32)
+        self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), np.int32)
+        self.fills_f = np.zeros((self.B, cap), np.float64)
+        self.fills_t = np.zeros((self.B, cap), np.int64)
 
     def field(self, name: str):
         """One state field by name (STATE_I_NAMES / STATE_F_NAMES): a [B] view."""

@@ -121,6 +121,25 @@ def walk(sim, idx, side, qty, rows, flatten, oid):
         book_fill(sim, idx, side, np.where(ok, rem, 0), px, False, 0, oid, 0, 0)
 
 
+def _queue_when_sent(sim, cursor_rows, seen_rows, side, px):
+    """The queue ahead a new order at px starts with. entry_queue "visible": 0 (set when it goes live);
+    "last_seen": until it goes live the queue holds the size its price shows as it is sent: on the
+    cursor's book, or, out of view there, on the book the agent sees (``seen_rows``)."""
+    if sim.ip[L.IP_ENTRY_QUEUE] == 0:
+        return np.zeros(sim.B, np.int64)
+    now = level_size(sim.book, cursor_rows, side, px, sim.levels)
+    out = level_cap(sim.book, cursor_rows, side, px, sim.levels) == L.CAP_UNKNOWN
+    return np.where(out, level_size(sim.book, seen_rows, side, px, sim.levels), now)
+
+
+def _rest(si, base, side, go, px, qty, queue, live_at, oid, post):
+    """Where ``go``: the side's resting order (state rows from ``base``) becomes a new one."""
+    for off, v in ((L.O_PX, px), (L.O_QTY, qty), (L.O_QA, queue), (L.O_QA0, 0), (L.O_LIVE_AT, live_at),
+                   (L.O_OID, oid)):
+        si[base + off] = np.where(go, v, si[base + off])
+    si[_post_row(side)] = np.where(go, post, si[_post_row(side)])
+
+
 def place_orders(sim, act, row0):
     """Rule 1: the actions ``act`` int32[B] at the cursor rows ``row0``, on the snapshot the agent
     sees there (the cursor's, or with a feed latency an older one); orders go live latency_events
@@ -169,23 +188,11 @@ def place_orders(sim, act, row0):
             ok = has_ask & (inv + np.minimum(mkt, 0) - lot >= -maxp)
         # requote "keep": an order already resting at px stays (its queue place with it)
         same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px) & (sim.ip[L.IP_REQUOTE] == L.REQUOTE_KEEP)
-        # entry_queue "last_seen": until it goes live the queue holds the size its price shows as
-        # it is sent: on the cursor's book, or, out of view there, on the book the agent sees
-        seen = np.zeros(sim.B, np.int64)
-        if sim.ip[L.IP_ENTRY_QUEUE] != 0:
-            now = level_size(sim.book, cursor_rows, side, px, sim.levels)
-            out = level_cap(sim.book, cursor_rows, side, px, sim.levels) == L.CAP_UNKNOWN
-            seen = np.where(out, level_size(sim.book, row0, side, px, sim.levels), now)
         go = want & ok & ~same
         refused |= want & ~ok
         placed |= go
-        si[base + L.O_PX] = np.where(go, px, si[base + L.O_PX])
-        si[base + L.O_QTY] = np.where(go, lot, si[base + L.O_QTY])
-        si[base + L.O_QA] = np.where(go, seen, si[base + L.O_QA])
-        si[base + L.O_QA0] = np.where(go, 0, si[base + L.O_QA0])
-        si[base + L.O_LIVE_AT] = np.where(go, live_at, si[base + L.O_LIVE_AT])
-        si[base + L.O_OID] = np.where(go, new_oid, si[base + L.O_OID])
-        si[_post_row(side)] = np.where(go, 0, si[_post_row(side)])     # actions follow SimParams.post_only
+        # actions follow SimParams.post_only: the order's own flag stays 0
+        _rest(si, base, side, go, px, lot, _queue_when_sent(sim, cursor_rows, row0, side, px), live_at, new_oid, 0)
 
     # cancel / flatten: drop both resting orders; flatten replaces any pending market order
     cancel = (act == A.CANCEL) | (act == A.FLATTEN)
@@ -227,15 +234,8 @@ def place_instructions(sim, orders, row0):
         want = op == L.OP_PLACE
         go = want & ok & (qty > 0)
         refused += want & ~go
-        seen = np.zeros(sim.B, np.int64)
-        if sim.ip[L.IP_ENTRY_QUEUE] != 0:
-            now = level_size(sim.book, row0, side, px, sim.levels)
-            out = level_cap(sim.book, row0, side, px, sim.levels) == L.CAP_UNKNOWN
-            seen = np.where(out, level_size(sim.book, seen_rows, side, px, sim.levels), now)
-        for off, v in ((L.O_PX, px), (L.O_QTY, qty), (L.O_QA, seen), (L.O_QA0, 0), (L.O_LIVE_AT, live_at),
-                       (L.O_OID, oid)):
-            si[base + off] = np.where(go, v, si[base + off])
-        si[_post_row(side)] = np.where(go, orders[ob + L.OI_POST], si[_post_row(side)])
+        _rest(si, base, side, go, px, qty, _queue_when_sent(sim, row0, seen_rows, side, px), live_at, oid,
+              orders[ob + L.OI_POST])
         oid = oid + go
     q = orders[L.ORD_MKT_QTY]
     inv, mkt = si[L.S_INVENTORY].astype(np.int64), si[L.S_MKT_QTY].astype(np.int64)

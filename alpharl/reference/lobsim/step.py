@@ -113,7 +113,7 @@ from alpharl.reference.lobsim.book import mid2
 from alpharl.reference.lobsim.observe import delay_own, write_obs
 from alpharl.reference.lobsim.synthetic import ReferenceSynth
 from alpharl.sim import layout as L
-from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
+from alpharl.sim.market import SyntheticMarket, check_window, replay_stream
 from alpharl.sim.outputs import HostState, StepOutputs
 from alpharl.sim.params import SimParams
 
@@ -128,12 +128,8 @@ class ReferenceLobSim(HostState, StepOutputs):
     """
 
     def __init__(self, market, params: SimParams, n_backtests: int, seed: int, lanes=None):
-        self.params = params
-        self.B = int(n_backtests)
-        self.E = params.events_per_step
-        self.lanes = np.arange(self.B) if lanes is None else np.asarray(lanes, np.int64)
+        self._init_backtests(params, n_backtests, seed, lanes)
         self.synthetic = isinstance(market, SyntheticMarket)
-        self.seed = int(seed)
         if self.synthetic:
             self.synth = ReferenceSynth(market, self.B, self.E, seed)
             self.levels, self.tick = market.levels, market.tick
@@ -145,25 +141,9 @@ class ReferenceLobSim(HostState, StepOutputs):
             self.events, self.book = stream.events, stream.book
             n_rows = stream.n_rows
             check_window(params, n_rows)
-        lat = latency_rows(market, params)
-        self.live_rows, self.seen_rows, self.resp_rows = lat.live_rows, lat.seen_rows, lat.resp_rows
-        self.arrived = order_arrivals(market, params)
-        self.times = row_times(market, params)
-        self.ip, self.fp = L.pack_params(params, self.levels, self.tick, n_rows, self.synthetic)
+        self._init_buffers(market, params, n_rows, self.synthetic)
         self.tick_dollars = float(self.fp[L.FP_TICK_DOLLARS])
-        self.window_steps = int(self.ip[L.IP_EPISODE_STEPS])    # episode_steps, or one pass's steps
         self.span = int(self.ip[L.IP_START_SPAN])
-        self.obs_dim = L.obs_dim(params.obs_levels)
-        cap = max(params.fills_log_capacity, 1)
-        self.state_i = np.zeros((L.N_STATE_I, self.B), _I32)
-        self.state_f = np.zeros((L.N_STATE_F, self.B), np.float64)
-        self.rng = seed_lanes(self.seed, self.lanes, STREAM_SIM)
-        self.resp_ring = np.zeros((L.N_RESP, self.B), np.float64)
-        self.obs_buf = np.zeros((self.B, self.obs_dim), np.float32)
-        self.out = np.zeros((L.N_OUT, self.B), np.float32)
-        self.fills_i = np.zeros((self.B, cap, L.N_FILL_I), _I32)
-        self.fills_f = np.zeros((self.B, cap), np.float64)
-        self.fills_t = np.zeros((self.B, cap), np.int64)
         self.backtests = np.arange(self.B)
 
     # ------------------------------------------------------------ public API
