@@ -102,6 +102,11 @@ class Order:
         return self.status in ("sent", "live")
 
 
+#: The state rows of each side's resting order, and of the row it went live at.
+_BASE_OF = {L.SIDE_BUY: L.S_BUY_PX, L.SIDE_SELL: L.S_SELL_PX}
+_LIVE_ROW_OF = {L.SIDE_BUY: L.S_BUY_LIVE_ROW, L.SIDE_SELL: L.S_SELL_LIVE_ROW}
+
+
 def _host(x) -> np.ndarray:
     return x.copy_to_host() if hasattr(x, "copy_to_host") else np.asarray(x)
 
@@ -130,6 +135,8 @@ class Backtest:
         B = self.sim.B
         self.steps = 0
         self._orders: list[dict[int, Order]] = [{} for _ in range(B)]
+        # the open ones (status sent / live), so that a step's scans do not grow with the run's orders
+        self._open: list[dict[int, Order]] = [{} for _ in range(B)]
         self._by_sim: list[dict[int, int]] = [{} for _ in range(B)]
         self._next_id = np.ones(B, np.int64)
         self._queue: list[list[tuple]] = [[] for _ in range(B)]
@@ -176,7 +183,7 @@ class Backtest:
         side, qty = self._check_side(side), self._check_qty(qty)
         order = self._new(b, MARKET, side, qty)
         reason = None
-        if any(o is not order and o.open and o.order_type == MARKET for o in self._orders[b].values()):
+        if any(o is not order and o.open and o.order_type == MARKET for o in self._open[b].values()):
             reason = "a market order is in flight: one at a time"
         elif self._si[L.S_MKT_FLAT, b] != 0:
             reason = "a flatten is pending"
@@ -333,14 +340,20 @@ class Backtest:
         order = Order(int(self._next_id[b]), order_type, side, qty, px, post_only)
         self._next_id[b] += 1
         self._orders[b][order.order_id] = order
+        self._open[b][order.order_id] = order
         return order
+
+    def _end(self, b: int, order: Order, status: str) -> None:
+        """``order`` leaves the open ones with ``status`` (refused, filled, cancelled)."""
+        order.status = status
+        self._open[b].pop(order.order_id, None)
 
     def _answer(self, b: int, order: Order, reason: str | None) -> Ack:
         if reason is None:
             self._queue[b].append(("place", order))
             self._log(b, order, "placed", order.qty, self.row)
         else:
-            order.status = "refused"
+            self._end(b, order, "refused")
             self._log(b, order, "refused", order.qty, self.row, reason=reason)
         return self._ack(order, reason)
 
@@ -350,7 +363,7 @@ class Backtest:
         return Ack(order.order_id, reason is None, reason, self.time_ns + self.resp_ns)
 
     def _side_busy(self, b: int, new: Order) -> str | None:
-        for o in self._orders[b].values():
+        for o in self._open[b].values():
             if o is not new and o.open and o.order_type == LIMIT and o.side == new.side:
                 return (f"order {o.order_id} is open on this side: the simulator keeps one limit order per side "
                         f"(cancel or replace it)")
@@ -423,8 +436,7 @@ class Backtest:
             sim.step(actions, orders)
 
     def _read_state(self) -> None:
-        d = {k: _host(getattr(self.sim, k)) for k in ("state_i", "state_f")}
-        self._si, self._sf = d["state_i"], d["state_f"]
+        self._si, self._sf = _host(self.sim.state_i), _host(self.sim.state_f)
 
     def _log(self, b, order: Order, event, qty, row, price_ticks=None, queue=None, reason=None) -> None:
         px = order.price_ticks if price_ticks is None else price_ticks
@@ -435,7 +447,7 @@ class Backtest:
 
     def _close(self, b, order: Order, status, row, reason) -> None:
         left = order.remaining
-        order.status = status
+        self._end(b, order, status)
         order.closed_seen_ns = int(self.times[row]) + self.resp_ns
         self._log(b, order, status, left, row, reason=reason)
 
@@ -454,22 +466,21 @@ class Backtest:
         self._fills.append(table.set_column(table.schema.get_field_index("order_id"), "order_id", pa.array(ours)))
         rows = table.column("event_row").to_numpy()
         side, qty = table.column("side").to_numpy().astype(np.int64), table.column("quantity").to_numpy()
+        px_ticks, queue_at = table.column("price_ticks").to_numpy(), table.column("queue_at_fill").to_numpy()
         np.add.at(self._position, fb, side * qty)
         self._fill_seen += [(int(b), int(self.times[r]) + self.resp_ns, int(q))
                             for b, r, q in zip(fb, rows, side * qty)]
         np.add.at(self._cash, fb, -side * qty * table.column("price").to_numpy() - table.column("fee").to_numpy())
         first = len(self._events)
         for b in range(sim.B):
-            base_of = {L.SIDE_BUY: L.S_BUY_PX, L.SIDE_SELL: L.S_SELL_PX}
-            live_row_of = {L.SIDE_BUY: L.S_BUY_LIVE_ROW, L.SIDE_SELL: L.S_SELL_LIVE_ROW}
             mine = np.flatnonzero(fb == b)
-            for order in [o for o in self._orders[b].values() if o.open]:
+            for order in [o for o in self._open[b].values() if o.open]:
                 if order.order_type == LIMIT:
-                    base = base_of[order.side]
+                    base = _BASE_OF[order.side]
                     went_live = (order.status == "sent" and si[base + L.O_OID, b] == order.sim_oid
                                  and si[base + L.O_LIVE_AT, b] == L.LIVE)
                     if went_live:
-                        live_row = int(si[live_row_of[order.side], b])
+                        live_row = int(si[_LIVE_ROW_OF[order.side], b])
                         own = [k for k in mine if ours[k] == order.order_id]
                         post_cancel = (si[base + L.O_QTY, b] == 0 and not own
                                        and (order.post_only or sim.params.post_only))
@@ -480,22 +491,21 @@ class Backtest:
                         self._log(b, order, "live", order.qty, live_row, queue=int(si[base + L.O_QA0, b]))
             for k in mine:
                 order = self._orders[b][int(ours[k])]
-                q = int(table.column("quantity")[k].as_py())
+                q = int(qty[k])
                 order.filled += q
                 if order.remaining == 0:
-                    order.status = "filled"
+                    self._end(b, order, "filled")
                     order.closed_seen_ns = int(self.times[rows[k]]) + self.resp_ns
                 self._log(b, order, "filled" if order.remaining == 0 else "partially_filled", q, int(rows[k]),
-                          price_ticks=int(table.column("price_ticks")[k].as_py()),
-                          queue=int(table.column("queue_at_fill")[k].as_py()))
-            for order in [o for o in self._orders[b].values() if o.open and o.sim_oid >= 0]:
+                          price_ticks=int(px_ticks[k]), queue=int(queue_at[k]))
+            for order in [o for o in self._open[b].values() if o.open and o.sim_oid >= 0]:
                 if order.order_type == MARKET:
                     if si[L.S_MKT_QTY, b] == 0 or si[L.S_MKT_OID, b] != order.sim_oid:
                         self._close(b, order, "cancelled", end_row, "unfilled rest (depth, or the fill stopped at flat)")
                 elif self.done:
                     self._close(b, order, "cancelled", end_row, "window end")
                 else:
-                    base = base_of[order.side]
+                    base = _BASE_OF[order.side]
                     if si[base + L.O_OID, b] != order.sim_oid or si[base + L.O_QTY, b] == 0:
                         self._close(b, order, "cancelled", end_row, "unfilled rest (the fill stopped at flat)")
         # the steps' events in the order they happened, per backtest (live before fills on one row)
