@@ -25,16 +25,21 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, unreadable or incompatible (one-line message)."""
 
 
+#: The array holding the checkpoint's JSON metadata.
+META_KEY = "__meta__"
+
 def save_checkpoint(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> Path:
     path = Path(path)
     payload = {k: np.asarray(v) for k, v in arrays.items()}
-    payload["__meta__"] = np.frombuffer(json.dumps({"format": FORMAT, **meta}).encode(), dtype=np.uint8)
+    payload[META_KEY] = np.frombuffer(json.dumps({"format": FORMAT, **meta}).encode(), dtype=np.uint8)
     with atomic_writer(path) as f:
         np.savez(f, **payload)
     return path
 
 
-def load_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+def load_checkpoint(path: Path, keep=None) -> tuple[dict[str, np.ndarray], dict]:
+    """(arrays, metadata) of a checkpoint; ``keep(key)``: read only the arrays it accepts (a rank of a
+    data-parallel run reads its own state, not every rank's replay)."""
     path = Path(path)
     if path.is_dir():
         path = path / CHECKPOINT_FILE
@@ -42,11 +47,11 @@ def load_checkpoint(path: Path) -> tuple[dict[str, np.ndarray], dict]:
         raise CheckpointError(f"{path}: no checkpoint there")
     try:
         with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+            arrays = {k: z[k] for k in z.files if keep is None or k == META_KEY or keep(k)}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise CheckpointError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {exc})") from None
     try:
-        meta = json.loads(arrays.pop("__meta__").tobytes().decode())
+        meta = json.loads(arrays.pop(META_KEY).tobytes().decode())
     except (KeyError, ValueError):
         raise CheckpointError(f"{path}: not an alpharl checkpoint (no metadata)") from None
     if meta.get("format") != FORMAT:

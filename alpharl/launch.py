@@ -35,8 +35,10 @@ def check_gpus(config: TrainConfig, backend: str, ray_address: str | None = None
     g = config.gpus
     if ray_address is not None or g == 1:
         return
-    if backend == "cuda" and g > visible_gpus():
-        raise ConfigError(f"--gpus {g}: this machine sees {visible_gpus()} GPU(s)")
+    if backend == "cuda":
+        seen = visible_gpus()
+        if g > seen:
+            raise ConfigError(f"--gpus {g}: this machine sees {seen} GPU(s)")
     if backend != "cuda" and config.backend == "auto":
         raise ConfigError(f"--gpus {g}: no GPU here; --backend numpy or sim runs the {g} ranks on the CPU")
 
@@ -72,7 +74,7 @@ def _process_main(rank, size, config, resume, up, down, backend, quiet, results,
 
     try:
         rank_main(rank, size, config, resume, up, down, backend, quiet, results, task)
-    except ONE_LINE_ERRORS + (RankError,) as exc:
+    except ONE_LINE_ERRORS as exc:
         os.write(2, f"alpharl: error: rank {rank}: {' '.join(str(exc).split())}\n".encode())
         raise SystemExit(RANK_BAD_INPUT) from None
 

@@ -130,9 +130,12 @@ def merge_rank_states(parts: list[dict]) -> dict:
     return merged
 
 
+def rank_owns(key: str, rank: int) -> bool:
+    """Whether a ``merge_rank_states`` checkpoint's ``key`` is rank ``rank``'s (the keys a resuming rank reads)."""
+    return not key.startswith("rank") if rank == 0 else key.startswith(rank_prefix(rank))
+
+
 def rank_state(arrays: dict, rank: int) -> dict:
-    """Rank ``rank``'s state dict out of a ``merge_rank_states`` checkpoint."""
-    if rank == 0:
-        return {k: v for k, v in arrays.items() if not k.startswith("rank")}
+    """Rank ``rank``'s state dict out of a ``merge_rank_states`` checkpoint (or of its ``rank_owns`` keys)."""
     p = rank_prefix(rank)
-    return {k[len(p):]: v for k, v in arrays.items() if k.startswith(p)}
+    return {k[len(p):]: v for k, v in arrays.items() if rank_owns(k, rank)}

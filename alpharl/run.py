@@ -31,7 +31,7 @@ from alpharl.comm import Communicator, RankError
 from alpharl.checkpoint import CheckpointError, check_obs_version, load_checkpoint, save_checkpoint
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.diag import DiagnosticsWriter, write_parquet_snapshot
-from alpharl.ranks import check_identical, merge_rank_states, rank_config, rank_state
+from alpharl.ranks import check_identical, merge_rank_states, rank_config, rank_owns, rank_state
 from alpharl.dataset import Dataset, check_same_files, load_dataset
 from alpharl.rundir import (CHECKPOINT_FILE, clean, default_run_dir, has_checkpoint, read_dataset, resume_config,
                             write_config, write_dataset, write_summary)
@@ -77,7 +77,7 @@ def check_backend(config: TrainConfig) -> None:
 def _load_resumed(trainer: IntegratedTrainer, run_dir: Path, config: TrainConfig, rank: int = 0) -> int:
     """Load the run's checkpoint (rank ``rank``'s part) into ``trainer``; the step it was written at."""
     path = run_dir / CHECKPOINT_FILE
-    arrays, meta = load_checkpoint(path)
+    arrays, meta = load_checkpoint(path, keep=lambda k: rank_owns(k, rank))
     check_obs_version(meta, path)
     if int(meta.get("gpus", 1)) != config.gpus:
         raise CheckpointError(f"{path}: checkpoint of {meta.get('gpus', 1)} rank(s) (--gpus); this run has "

@@ -31,8 +31,9 @@ def bench(
         if gpus is not None:
             from alpharl.launch import visible_gpus
 
-            if gpus > visible_gpus():
-                raise UserError(f"bench --gpus {gpus}: this machine sees {visible_gpus()} GPU(s)")
+            seen = visible_gpus()
+            if gpus > seen:
+                raise UserError(f"bench --gpus {gpus}: this machine sees {seen} GPU(s)")
             report, table = bench_gpus(bs[0], steps, gpus), format_scaling
         else:
             report, table = run_bench(bs, steps, starts), format_table

@@ -153,6 +153,11 @@ class SharedOps:
     """The operations written once for every backend (on the attributes ``Backend`` declares, and
     obs_t, actions, logp, reward: the env batch's own arrays)."""
 
+    def reduce_signals(self) -> None:
+        """14 with data-parallel ranks (``self.ranks``, None with one): step 14's statistics averaged."""
+        if self.ranks is not None:
+            self.ranks.signals(self.isv)
+
     def env_batch(self) -> EnvBatch:
         s = self.sim
         return EnvBatch(self.obs_t, self.actions, self.logp, self.reward, s.done, s.obs, s.label_up, s.label_ret)

@@ -193,10 +193,6 @@ class DeviceBackend(SharedOps):
         rl_batch_moments_multi[len(xs), REDUCE_BLOCK, self.stream](
             pad_moments_inputs(xs), pad_moments_inputs(ws), self.moments_tables[phase], self.isv)
 
-    def reduce_signals(self) -> None:
-        if self.ranks is not None:
-            self.ranks.signals(self.isv)
-
     def step_controllers(self) -> None:
         self.controllers.launch_step(self.isv, self.step_count)
 

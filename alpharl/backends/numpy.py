@@ -166,10 +166,6 @@ class NumpyBackend(SharedOps):
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_tables[phase], self.isv)
 
-    def reduce_signals(self) -> None:
-        if self.ranks is not None:
-            self.ranks.signals(self.isv)
-
     def step_controllers(self) -> None:
         reference_signal_emas(self.isv)
         reference_controllers(self.isv, anchors=self.anchors)
