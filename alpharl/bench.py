@@ -21,6 +21,7 @@ Without torch those cells say why ("n/a (torch not installed)"), never a number.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import subprocess
@@ -49,8 +50,9 @@ PEER_KEYS = ("torch_eager_us", "torch_graph_us", "x_pytorch")
 PEER_SOURCE = Path(__file__).resolve().parents[1] / "benchmarks" / "torch_peer.py"
 
 
+@functools.cache
 def torch_peer():
-    """The PyTorch peer's module, or why it cannot run here: the text its table cells show."""
+    """The PyTorch peer's module, or why it cannot run here: the text its table cells show (loaded once)."""
     try:
         import torch
     except ImportError:
@@ -113,13 +115,19 @@ def floor_of(trainer, launches: int) -> dict:
                 (("arithmetic", t_flop), ("bandwidth", t_byte), ("launches", t_launch)), key=lambda x: x[1])[0]}
 
 
+def bench_config(b: int, **overrides) -> TrainConfig:
+    """The benchmarked step: B backtests on the GPU as a graph, K = 1 (one learning update per env step,
+    as the targets are stated), M = 256, a replay of max(65536, 4 B)."""
+    return TrainConfig(**(dict(b=b, backend="cuda", graph=True, replay_capacity=max(65536, 4 * b), minibatch=256,
+                                k_max=1) | overrides))
+
+
 def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
     from numba import cuda
 
     ctx = cuda.current_context()
     free0, total = ctx.get_memory_info()
-    # K = 1 (one learning update per env step), as the targets are stated.
-    cfg = TrainConfig(b=b, backend="cuda", graph=True, replay_capacity=max(65536, 4 * b), minibatch=256, k_max=1)
+    cfg = bench_config(b)
     tr = IntegratedTrainer(cfg, market)
     sync = tr.ops.stream.synchronize
     tr.step()                              # eager warm-up (compiles, loads modules)
@@ -228,10 +236,14 @@ TABLE_GIVE_WAY = ("PyTorch eager µs", "critical", "nodes", "meas/floor", "GPU M
                   "eager µs/step", "floor µs", "bound", "PyTorch graph µs", "learn µs")
 
 
+def cell(value, fmt: str) -> str:
+    """A table cell: "-" where a report lacks the value (an older one), a text value as it is (the reason
+    a number is missing: peer cells), else the number formatted."""
+    return "-" if value is None else value if isinstance(value, str) else fmt.format(value)
+
+
 def format_table(report: dict, width: int | None = None):
-    # older reports lack some keys ("-"); a text value is the reason a number is missing (peer cells)
-    rows = [["-" if r.get(key) is None else r[key] if isinstance(r[key], str) else fmt.format(r[key])
-             for _, key, fmt in TABLE_COLUMNS] for r in report["rows"]]
+    rows = [[cell(r.get(key), fmt) for _, key, fmt in TABLE_COLUMNS] for r in report["rows"]]
     headers = [name for name, _, _ in TABLE_COLUMNS]
     caption = (f"cold start {report['cold_start_s']:.1f} s, warm start {report['warm_start_s']:.1f} s (to the first step)"
                if "cold_start_s" in report else None)
@@ -258,9 +270,6 @@ def main(argv=None) -> None:
         with open(a.json, "w") as f:
             f.write(jsontext.dumps(report, indent=1))
 
-
-if __name__ == "__main__":
-    main()
 
 
 # ------------------------------------------------------------------ data-parallel scaling (--gpus)
@@ -294,8 +303,8 @@ def bench_gpus(b_per_rank: int, steps: int, gpus: int) -> dict:
 
     rows = []
     for g in rank_counts(gpus):
-        cfg = TrainConfig(b=b_per_rank * g, gpus=g, backend="cuda", graph=True, steps=steps, k_max=1,
-                          replay_capacity=max(65536, 4 * b_per_rank), minibatch=256)
+        # each rank's step is bench_config(b_per_rank)'s
+        cfg = bench_config(b_per_rank * g, gpus=g, steps=steps, replay_capacity=max(65536, 4 * b_per_rank))
         eps = launch(cfg, backend="cuda", task=timed_rank_steps) * cfg.b
         rows.append({"gpus": g, "b": cfg.b, "b_per_rank": b_per_rank, "env_steps_per_s": eps,
                      "efficiency": eps / (g * rows[0]["env_steps_per_s"]) if rows else 1.0})
@@ -312,3 +321,7 @@ def format_scaling(report: dict, width: int | None = None):
     return fitted_table(headers, rows, width, [], lead=0,
                         title=f"alpharl bench --gpus — {report['env'].get('gpu', '?')} ({report['env'].get('date')})",
                         caption="weak scaling: B/GPU fixed; efficiency = env-steps/s over G x that of one GPU")
+
+
+if __name__ == "__main__":
+    main()

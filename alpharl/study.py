@@ -488,7 +488,7 @@ def prepare(plan: StudyPlan) -> tuple[list[TrialSpec], dict[str, dict]]:
             key = next((k for k in asked if recorded.get("asked", {}).get(k) != asked[k]), "asked")
             raise StudyError(f"{trial}: this trial was run with {key} = {recorded.get('asked', {}).get(key)!r}, "
                              f"now {asked[key]!r}; use another --out (or the options it was run with)")
-        result = done_result(spec)
+        result = done_result(spec, asked)
         if result is not None:
             done[spec.label] = result
             continue
@@ -500,10 +500,12 @@ def prepare(plan: StudyPlan) -> tuple[list[TrialSpec], dict[str, dict]]:
     return todo, done
 
 
-def done_result(spec: TrialSpec) -> dict | None:
-    """The trial's recorded result if it succeeded with what it is asked now, else None."""
+def done_result(spec: TrialSpec, asked: dict | None = None) -> dict | None:
+    """The trial's recorded result if it succeeded with what it is asked now (``asked``: spec.asked(),
+    where the caller has it), else None."""
+    asked = spec.asked() if asked is None else asked
     result = _read_json(Path(spec.trial_dir) / RESULT_FILE)
-    return result if result is not None and result.get("status") == OK and result.get("asked") == spec.asked() else None
+    return result if result is not None and result.get("status") == OK and result.get("asked") == asked else None
 
 
 def all_done(plan: StudyPlan) -> bool:

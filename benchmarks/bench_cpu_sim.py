@@ -23,9 +23,9 @@ from alpharl.reference.lobsim import ReferenceLobSim
 from alpharl.sim.cpu import CpuLobSim
 from alpharl.sim.params import SimParams
 
+from bench_sim import ACTION_WEIGHTS  # the random actions' mix, as the GPU benchmark's (same folder)
+
 RESULTS = Path(__file__).resolve().parent / "results"
-#: Share of order actions among the random actions (the rest hold), as bench_sim's.
-ACTION_WEIGHTS = np.array([4, 1, 1, 2, 2, 2, 2, 1, 1], float)
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ import numpy as np
 import alpharl  # noqa: F401  (chooses the target before numba is imported)
 from alpharl import isv as S
 from alpharl import target
-from alpharl.bench import peer_cells, torch_peer
+from alpharl.bench import PEER_KEYS, TABLE_COLUMNS, cell, peer_cells, torch_peer
 from alpharl.sim.layout import obs_dim
 from alpharl.sim.params import SimParams
 from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS
@@ -128,6 +128,22 @@ def replay_rows(n: int, d: int, rng) -> tuple:
             (rng.uniform(size=n) < 0.1).astype(np.float32), obs[1])
 
 
+def _timed(fn, stream, timer, iters: int, warmup: int, eager: bool) -> tuple[float, str]:
+    """µs per call of ``fn`` after one call that compiles every kernel it launches, replayed as a CUDA
+    graph unless ``eager`` or on the simulator; and how it ran."""
+    fn()
+    stream.synchronize()
+    if eager or target.on_simulator():
+        return timer.time_us(fn, iters, warmup), "eager"
+    from alpharl.graph import CapturedGraph
+
+    graph = CapturedGraph(stream, fn)
+    try:
+        return timer.time_us(graph.replay, iters, warmup), f"graph ({graph.n_nodes} nodes)"
+    finally:
+        graph.close()
+
+
 def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bool, replay_n: int = MIN_REPLAY
               ) -> dict:
     from numba import cuda
@@ -153,17 +169,8 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
     def update():
         learner.update(env, rep, isv, gate)
 
-    update()  # compile every kernel before timing or capture
-    stream.synchronize()
-    mode = "eager"
-    run = update
-    if not eager and not target.on_simulator():
-        from alpharl.graph import CapturedGraph
-
-        graph = CapturedGraph(stream, update)
-        run, mode = graph.replay, f"graph ({graph.n_nodes} nodes)"
-    res = {"B": b, "M": m, "obs_dim": d, "hidden": h, "mode": mode, "flops": update_flops(b, m, d, h)}
-    res["update_us"] = timer.time_us(run, iters, warmup)
+    res = {"B": b, "M": m, "obs_dim": d, "hidden": h, "mode": None, "flops": update_flops(b, m, d, h)}
+    res["update_us"], res["mode"] = _timed(update, stream, timer, iters, warmup, eager)
 
     kernels = {
         "enc.l2 forward": (lambda: ln.forward(gate, learner.h1, rows, L["enc.l2"], p, learner.h, G.ACT_TANH),
@@ -206,25 +213,15 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
         replay.update_priorities(out.q_priority, m, gate)
         learner.soft_update(isv)
 
-    learn()
-    stream.synchronize()
-    if eager or target.on_simulator():
-        res["learn_us"] = timer.time_us(learn, iters, warmup)
-    else:
-        from alpharl.graph import CapturedGraph
-
-        learn_graph = CapturedGraph(stream, learn)
-        res["learn_us"] = timer.time_us(learn_graph.replay, iters, warmup)
-        learn_graph.close()
+    res["learn_us"], _ = _timed(learn, stream, timer, iters, warmup, eager)
     peer = "n/a (CUDA simulator)" if target.on_simulator() else torch_peer()
     res |= peer_cells(peer, res["learn_us"], lambda: peer.bench_peer(
         nets.layout, nets.layout.init_params(0), S.bootstrap_vector(), env, rows, m, True, iters, warmup))
     return res
 
 
-#: The learning step's columns: alpharl's learn µs, the peer's eager and graph µs, the ratio.
-PEER_COLUMNS = (("learn µs", "learn_us", "{:.1f}"), ("PyTorch eager µs", "torch_eager_us", "{:.1f}"),
-                ("PyTorch graph µs", "torch_graph_us", "{:.1f}"), ("× PyTorch", "x_pytorch", "{:.2f}"))
+#: The learning step's columns (alpharl bench's): alpharl's learn µs, the peer's eager and graph µs, the ratio.
+PEER_COLUMNS = tuple(c for c in TABLE_COLUMNS if c[1] in ("learn_us", *PEER_KEYS))
 
 
 def _table(results: list[dict], peak: float) -> str:
@@ -234,8 +231,7 @@ def _table(results: list[dict], peak: float) -> str:
     for r in results:
         cells = [str(r["B"]), str(r["M"]), f"{r['update_us']:.1f}", f"{r['update_tflops']:.2f}",
                  f"{100 * r['update_tflops'] / peak:.1f}%"]
-        # a text cell is the reason the peer's number is missing
-        cells += [r[key] if isinstance(r[key], str) else fmt.format(r[key]) for _, key, fmt in PEER_COLUMNS]
+        cells += [cell(r[key], fmt) for _, key, fmt in PEER_COLUMNS]
         cells += [f"{k['us']:.1f} ({k['tflops']:.2f}, {100 * k['tflops'] / peak:.1f}%)" if k["tflops"] else f"{k['us']:.1f}"
                   for k in r["kernels"].values()]
         lines.append("| " + " | ".join(cells) + " |")
@@ -267,9 +263,8 @@ def main(argv=None) -> int:
     for b in args.b:
         r = bench_one(b, args.m or b, args.obs_dim, args.hidden, args.iters, args.warmup, args.eager, args.replay)
         results.append(r)
-        x = r["x_pytorch"]
         print(f"B={b:6d} M={r['M']:6d}  update {r['update_us']:10.1f} µs  {r['update_tflops']:6.2f} TFLOP/s  "
-              f"learn {r['learn_us']:.1f} µs  × PyTorch {x if isinstance(x, str) else f'{x:.2f}'}  "
+              f"learn {r['learn_us']:.1f} µs  × PyTorch {cell(r['x_pytorch'], '{:.2f}')}  "
               f"[{r['mode']}]  " + "  ".join(f"{k}: {v['us']:.1f} µs {v['tflops']:.2f}" for k, v in r["kernels"].items()),
               flush=True)
     table = _table(results, args.peak)

@@ -39,9 +39,9 @@ def g1_through_nccl(steps: int, b: int, graph: bool) -> tuple[bool, str]:
         a, c = plain.state_dict(), one.state_dict()
     finally:
         comm.close()
-    differ = [k for k in a if not np.array_equal(a[k], c[k])]
     if a.keys() != c.keys():
         return False, f"state keys differ: {sorted(set(a) ^ set(c))}"
+    differ = [k for k in a if not np.array_equal(a[k], c[k])]
     return not differ, (f"{len(a)} arrays equal" if not differ else f"{len(differ)} arrays differ, e.g. {differ[:3]}")
 
 

@@ -102,7 +102,7 @@ def step_dag(trainer) -> StepDag:
 
 
 def main() -> None:
-    from alpharl.config import TrainConfig
+    from alpharl.bench import bench_config
     from alpharl.lobster.sample import load_embedded
     from alpharl.trainer import IntegratedTrainer
 
@@ -113,8 +113,7 @@ def main() -> None:
     market = load_embedded()
     for b in args.b or [16]:
         # alpharl bench's step (alpharl.bench.bench_b), on the simulator
-        cfg = TrainConfig(b=b, backend="sim", replay_capacity=max(65536, 4 * b), minibatch=args.minibatch,
-                          k_max=1)
+        cfg = bench_config(b, backend="sim", minibatch=args.minibatch)
         tr = IntegratedTrainer(cfg, market)
         tr.steps_done = 1  # the body a graph is captured from (its replay is not empty)
         dag = step_dag(tr)

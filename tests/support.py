@@ -94,9 +94,11 @@ def central_differences(f, x, eps=1e-6):
 
 
 def load_benchmark(name: str):
-    """Import benchmarks/<name>.py (a script folder, not a package) as the module ``name``."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "benchmarks" / f"{name}.py")
+    """Import benchmarks/<name>.py (a script folder, not a package; ``name`` may name a sub-folder, as
+    "studies/ablation") as the module of its file's name."""
+    path = Path(__file__).parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
+    sys.modules[path.stem] = mod
     spec.loader.exec_module(mod)
     return mod

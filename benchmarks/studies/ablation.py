@@ -20,10 +20,9 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.report import ReportError, load_run
-from alpharl.study import RESULT_FILE, STUDY_FILE
+from alpharl.study import OK, STUDY_FILE
 
-#: The slots whose clamps the targets speak of, with their bounds (the ISV's one definition).
-_SLOT = {s.name: s for s in S.SLOTS}
+#: The learning rates whose clamps the targets speak of (bounds: the ISV's slots, S.BY_NAME).
 LR_SLOTS = ("lr_q", "lr_pi", "lr_v")
 
 
@@ -68,12 +67,12 @@ def run_targets(run_dir: Path) -> dict | None:
     out = {}
     for name in LR_SLOTS:
         x = np.asarray(cols[name])[half]
-        s = _SLOT[name]
+        s = S.BY_NAME[name]
         out[f"{name}_off"] = float(np.mean(~(_at(x, s.lo) | _at(x, s.hi))))
     k = np.asarray(cols["k_loop_mult"])[half]
-    out["k_at_max"] = float(np.mean(_at(k, _SLOT["k_loop_mult"].hi)))
+    out["k_at_max"] = float(np.mean(_at(k, S.BY_NAME["k_loop_mult"].hi)))
     eps = np.asarray(cols["ppo_clip_eps"])[half]
-    s = _SLOT["ppo_clip_eps"]
+    s = S.BY_NAME["ppo_clip_eps"]
     out["clip_at_bound"] = float(np.mean(_at(eps, s.lo) | _at(eps, s.hi)))
     out["alpha_left_1"] = bool(np.any(np.asarray(cols["v_blend_alpha"])[half] < 1.0))
     rpt = np.asarray(cols["reward_per_trade_ema"])[half]
@@ -84,14 +83,14 @@ def run_targets(run_dir: Path) -> dict | None:
     return out
 
 
-def target_rows(folder: Path) -> list[dict]:
-    """Per (dataset, variant): medians / counts of ``run_targets`` over the trials that kept diagnostics."""
+def target_rows(folder: Path, study: dict) -> list[dict]:
+    """Per (dataset, variant): medians / counts of ``run_targets`` over the trials of ``study`` (its
+    study.json, in ``folder``) whose run folders kept their diagnostics."""
     groups: dict[tuple[str, str], list[dict]] = {}
-    for result_path in sorted(folder.glob(f"trials/*/*/*/{RESULT_FILE}")):
-        result = json.loads(result_path.read_text())
-        t = run_targets(result_path.parent / "run")
+    for trial in study["trials"]:
+        t = run_targets(folder / trial["run_dir"]) if trial["status"] == OK else None
         if t is not None:
-            groups.setdefault((result["dataset"], result["variant"]), []).append(t)
+            groups.setdefault((trial["dataset"], trial["variant"]), []).append(t)
     rows = []
     for (dataset, variant), ts in groups.items():
         row = {"dataset": dataset, "variant": variant, "runs": len(ts)}
@@ -145,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file():
             print(f"ablation: {path}: no study.json (run alpharl study first)", file=sys.stderr)
             return 2
-        held += held_out_rows(json.loads(path.read_text()), args.policy)
-        targets += target_rows(folder)
+        study = json.loads(path.read_text())
+        held += held_out_rows(study, args.policy)
+        targets += target_rows(folder, study)
     text = markdown(held, targets, args.policy)
     if args.out:
         args.out.write_text(text)

@@ -1,9 +1,10 @@
 """benchmarks/studies/ablation.py: the ablation table from real (small) studies, two variants, with the
 in-sample targets read from the trials' diagnostics."""
-import importlib.util
+import json
 from pathlib import Path
 
 import pytest
+from support import load_benchmark
 from typer.testing import CliRunner
 
 from alpharl.cli.app import app
@@ -13,10 +14,7 @@ CUT = ROOT / "tests" / "data" / "lobster" / "AMZN_2012-06-21_5_cut.zip"
 
 
 def _ablation():
-    spec = importlib.util.spec_from_file_location("ablation", ROOT / "benchmarks" / "studies" / "ablation.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("studies/ablation")
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +38,12 @@ def test_table_rows_and_targets(small_study, tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| AMZN_2012-06-21_5_cut |")]
     # held-out rows (2 variants) and in-sample rows (the horizon variant kept 4 diagnostic rows a run)
     assert sum(" plain " in r for r in rows) >= 1 and sum(" horizon " in r for r in rows) == 2
-    held = ab.held_out_rows(__import__("json").loads((small_study / "study.json").read_text()), "greedy")
+    study = json.loads((small_study / "study.json").read_text())
+    held = ab.held_out_rows(study, "greedy")
     assert {r["variant"] for r in held} == {"plain", "horizon"} and all(r["n"] == 2 for r in held)
     for r in held:
         assert r["diff"] == pytest.approx(r["policy"] - r["join"])   # paired by seed: the means' difference
-    targets = {r["variant"]: r for r in ab.target_rows(small_study)}
+    targets = {r["variant"]: r for r in ab.target_rows(small_study, study)}
     assert targets["horizon"]["runs"] == 2 and 0.0 <= targets["horizon"]["lr_q_off"] <= 1.0
 
 
