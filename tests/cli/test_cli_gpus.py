@@ -1,6 +1,7 @@
 """``alpharl train --gpus G``: the spawned launcher on the CPU (numpy backend, host all-reduce between
 processes), rank-0-only writing, the checkpoint of every rank, and the one-line refusals."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from alpharl import run
 from alpharl.checkpoint import CheckpointError, load_checkpoint
 from alpharl.cli.app import app
 from alpharl.config import ConfigError, TrainConfig
-from alpharl.launch import check_gpus, launch
+from alpharl.launch import check_gpus, launch, visible_gpus
 from alpharl.ranks import rank_prefix
 from alpharl.rundir import CHECKPOINT_FILE, SUMMARY_FILE
 from alpharl.trainer import IntegratedTrainer
@@ -75,7 +76,6 @@ def test_resume_two_ranks_continues(tmp_path):
 @pytest.mark.parametrize("args, needles", [
     (["--gpus", "3", "--b", "4", "--backend", "numpy"], ["--b 4 does not divide by --gpus 3"]),
     (["--gpus", "0"], ["--gpus 0"]),
-    (["--gpus", "2", "--b", "4"], ["--gpus 2: no GPU here"]),
 ])
 def test_bad_gpus_options_end_in_one_line(tmp_path, args, needles):
     r = runner.invoke(app, ["train", "--steps", "1", "--run-dir", str(tmp_path / "x"), *args])
@@ -83,9 +83,25 @@ def test_bad_gpus_options_end_in_one_line(tmp_path, args, needles):
     assert not (tmp_path / "x").exists()
 
 
+def _more_than_visible() -> tuple[int, str]:
+    """A rank count this machine cannot hold, and the line that refuses it (no GPU, or too few)."""
+    seen = visible_gpus()
+    g = max(2, seen + 1)
+    return g, (f"--gpus {g}: no GPU here" if seen == 0 else f"--gpus {g}: this machine sees {seen} GPU(s)")
+
+
+def test_more_gpus_than_visible_ends_in_one_line(tmp_path):
+    g, line = _more_than_visible()
+    r = runner.invoke(app, ["train", "--steps", "1", "--run-dir", str(tmp_path / "x"), "--gpus", str(g), "--b", str(2 * g)])
+    _one_line_exit_2(r, line)
+    assert not (tmp_path / "x").exists()
+
+
 def test_more_gpus_than_visible_is_refused():
-    with pytest.raises(ConfigError, match="--gpus 2: this machine sees 0 GPU"):
-        check_gpus(TrainConfig(b=4, gpus=2, backend="cuda"), "cuda")
+    seen = visible_gpus()
+    g = max(2, seen + 1)
+    with pytest.raises(ConfigError, match=re.escape(f"--gpus {g}: this machine sees {seen} GPU(s)")):
+        check_gpus(TrainConfig(b=2 * g, gpus=g, backend="cuda"), "cuda")
 
 
 def test_bench_gpus_without_enough_gpus_says_so():
