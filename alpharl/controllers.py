@@ -24,6 +24,9 @@ _NO_GATE = -1
 #: The gate of the signals the PPO/V update produces (its sample count this step): with --rollout T > 1
 #: they fold only on the steps that update PPO and V, and hold on the steps that only collect.
 _PPO = S.RL_OBS_PPO_SAMPLES
+#: The importance ratio's signals (KL, ratio tail) fold only where a ratio can leave 1 (rl_ppo_informed:
+#: with --adaptive-anchors not on K = 1 steps; otherwise the same steps as _PPO).
+_RATIO = S.RL_OBS_PPO_INFORMED
 #: Grad-norm EMA slots of the modules only the PPO/V update trains.
 _PPO_GRAD_NORM_EMAS = (S.RL_PI_GRAD_NORM_EMA, S.RL_V_GRAD_NORM_EMA)
 
@@ -33,11 +36,11 @@ SIGNAL_TABLE: tuple[tuple[int, int, int, float], ...] = (
     *((ema + S.GRAD_NORM_OBS_OFFSET, ema, _PPO if ema in _PPO_GRAD_NORM_EMAS else _NO_GATE, GRAD_NORM_EMA_BETA)
       for ema in S.GRAD_NORM_EMA_SLOTS),
     (S.RL_OBS_ENTROPY, S.RL_ENTROPY_EMA, _PPO, SIGNAL_EMA_BETA),
-    (S.RL_OBS_KL, S.RL_KL_EMA, _PPO, SIGNAL_EMA_BETA),
+    (S.RL_OBS_KL, S.RL_KL_EMA, _RATIO, SIGNAL_EMA_BETA),
     (S.RL_OBS_TD_KURTOSIS, S.RL_TD_KURTOSIS_EMA, _NO_GATE, SIGNAL_EMA_BETA),
     (S.RL_OBS_ADV_VAR, S.RL_ADV_VAR_EMA, _PPO, SIGNAL_EMA_BETA),
     (S.RL_OBS_RETURN_VAR, S.RL_RETURN_VAR_EMA, _PPO, SIGNAL_EMA_BETA),
-    (S.RL_OBS_RATIO_MAX, S.RL_RATIO_TAIL_EMA, _PPO, SIGNAL_EMA_BETA),
+    (S.RL_OBS_RATIO_MAX, S.RL_RATIO_TAIL_EMA, _RATIO, SIGNAL_EMA_BETA),
     (S.RL_OBS_DONE_RATE, S.RL_DONE_RATE_EMA, _NO_GATE, SIGNAL_EMA_BETA),
     (S.RL_OBS_REWARD_PER_TRADE, S.RL_REWARD_PER_TRADE_EMA, S.RL_OBS_TRADES, SIGNAL_EMA_BETA),
     (S.RL_OBS_LOSS_RATE, S.RL_LOSS_RATE_EMA, S.RL_OBS_TRADES, SIGNAL_EMA_BETA),
@@ -85,7 +88,9 @@ class Controllers:
                                                                     *heads, counter_d, self.flags)
 
 
-def reference_signal_emas(isv) -> None:
+def reference_signal_emas(isv, anchors: bool = False) -> None:
+    """The PPO signals' gate (``anchors``: --adaptive-anchors) and the signal EMAs."""
+    R.rl_ppo_informed(isv, FLAG_ANCHORS if anchors else 0)
     table, beta = signal_table_host()
     R.rl_signal_ema(isv, table, beta, len(table))
 

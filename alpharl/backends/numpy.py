@@ -167,7 +167,7 @@ class NumpyBackend(SharedOps):
         rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_tables[phase], self.isv)
 
     def step_controllers(self) -> None:
-        reference_signal_emas(self.isv)
+        reference_signal_emas(self.isv, anchors=self.anchors)
         reference_controllers(self.isv, anchors=self.anchors)
         self.step_count[0] += 1
 

@@ -76,6 +76,17 @@ def _ppo_updated(isv):
     return isv[S.RL_OBS_PPO_SAMPLES] > 0
 
 
+def _ppo_informed(isv):
+    return isv[S.RL_OBS_PPO_INFORMED] > 0
+
+
+def rl_ppo_informed(isv, flags):
+    n = isv[S.RL_OBS_PPO_SAMPLES]
+    if flags & AN.FLAG_ANCHORS and S.decode_k(isv) == 1:
+        n = f32(0)
+    isv[S.RL_OBS_PPO_INFORMED] = n
+
+
 def _lr_law(lr_prev, sig, isv, live=True):
     if sig < 0 or lr_prev == 0 or not _finite(lr_prev):
         return f32(S.LR_BOOTSTRAP)
@@ -124,7 +135,7 @@ def rl_ppo_clip_controller(isv):
         hi, lo = f32(t * f32(PPO.KL_BAND)), f32(t / f32(PPO.KL_BAND))
     if eps == 0:
         eps = f32(PPO.CLIP_EPS_BOOTSTRAP)
-    elif _observed(kl) and _ppo_updated(isv):
+    elif _observed(kl) and _ppo_informed(isv):
         if kl > hi:
             eps = f32(eps / f32(PPO.CLIP_EPS_STEP))
         elif kl < lo:
@@ -136,7 +147,7 @@ def rl_ratio_clamp_controller(isv):
     c, tail = isv[S.RL_PPO_RATIO_CLAMP], isv[S.RL_RATIO_TAIL_EMA]
     if c == 0:
         c = f32(PPO.RATIO_CLAMP_BOOTSTRAP)
-    elif _observed(tail) and tail > 0 and _ppo_updated(isv):
+    elif _observed(tail) and tail > 0 and _ppo_informed(isv):
         c = f32(c + f32(PPO.RATIO_CLAMP_GAIN) * (f32(PPO.RATIO_TAIL_MULT) * tail - c))
     isv[S.RL_PPO_RATIO_CLAMP] = _clamp(c, PPO.RATIO_CLAMP_MIN, PPO.RATIO_CLAMP_MAX)
 
@@ -215,9 +226,7 @@ def rl_anchor_controller(isv, flags):
         if _observed(ema) and ema > 0 and _observed(rho) and rho > 0:
             isv[ema_slot + S.GN_TARGET_OFFSET] = f32(f32(ema * f32(AN.REL_UPDATE_TARGET)) / rho)
     h = isv[S.RL_ENTROPY_EMA]
-    if S.decode_k(isv) == 1:
-        isv[S.RL_KL_TARGET] = isv[S.RL_KL_EMA]
-    elif _observed(h) and h > 0:
+    if _observed(h) and h > 0:
         isv[S.RL_KL_TARGET] = f32(f32(AN.KL_PER_NAT) * h)
     tau = isv[S.RL_TARGET_TAU]
     if not (tau > 0 and _finite(tau)):

@@ -20,7 +20,8 @@ The controllers' laws stay as they are: only the value each aims at changes.
   KL_TARGET / ENTROPY_TARGET (today's pair, 0.01 nats at half of ln 9, kept as a ratio): a trust
   region relative to the policy's spread (a policy with little entropy flips its choice with a small
   KL; a broad one can move further). With K = 1 the batch is used once and its ratio is 1: the clip
-  acts on nothing and the KL says nothing about it, so KL* = the KL EMA itself (the controller holds).
+  acts on nothing and the KL says nothing about it, so those steps neither fold into the KL EMA nor
+  step the clip (``rl_ppo_informed``: RL_OBS_PPO_INFORMED = 0 on them).
 - Entropy target: H* = the entropy of a policy that gives each of the N_ACTIONS - 1 non-greedy
   actions probability p = tau (the target network's rate, isv[RL_TARGET_TAU]):
   H* = -(1 - (N-1) p) ln(1 - (N-1) p) - (N-1) p ln p. A backtest then still tries every action about
@@ -48,7 +49,8 @@ from alpharl.cuda_kernels.controllers.ppo import ENTROPY_TARGET, KL_TARGET
 from alpharl.cuda_kernels.controllers.target_tau import TAU_BOOTSTRAP
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (GN_TARGET_OFFSET, GRAD_NORM_EMA_SLOTS, GRAD_NORM_OBS_OFFSET, LR_SLOTS, REL_UPDATE_OBS_OFFSET,
-                         RL_ADV_VAR_EMA, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR, RL_KL_EMA, RL_KL_TARGET,
+                         RL_ADV_VAR_EMA, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR, RL_KL_TARGET,
+                         RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES,
                          RL_Q_GRAD_NORM_EMA, RL_RETURN_VAR_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX, RL_SUPPORT_V_MIN,
                          RL_TARGET_TAU, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP)
 from alpharl.sizes import N_ACTIONS
@@ -75,6 +77,22 @@ def entropy_with_floor(p: float, n_actions: int = N_ACTIONS) -> float:
 
 
 @kernel("void(float32[::1], int32)", test_only=True)
+def rl_ppo_informed(isv, flags):
+    """isv[RL_OBS_PPO_INFORMED]: this step's PPO samples whose importance ratio can leave 1; runs before the
+    signal EMAs, which fold the KL and the ratio tail only where it is positive.
+
+    With K = 1 the PPO batch is used once, by the weights that acted on it: every ratio is 1, the KL 0.
+    Folded, those zeros pull the KL EMA toward 0 on every K = 1 step, so after a stretch of them the clip
+    controller reads a KL far below its target that says nothing about the clip, and walks epsilon to its
+    upper bound (LEARNING.md: at a bound in 88-99 % of the rows). With FLAG_ANCHORS the samples count only
+    when K > 1; without it, the count is RL_OBS_PPO_SAMPLES (every controller unchanged). Launch [1, 1]."""
+    n = isv[RL_OBS_PPO_SAMPLES]
+    if (flags & FLAG_ANCHORS) != 0 and k_of(isv) == int32(1):
+        n = float32(0.0)
+    isv[RL_OBS_PPO_INFORMED] = n
+
+
+@kernel("void(float32[::1], int32)", test_only=True)
 def rl_anchor_controller(isv, flags):
     """Bootstrap the gain and the support on sentinel; with FLAG_ANCHORS write every anchor slot
     (module docstring): gn_target_* (hold while rho or G is unobserved), kl_target, entropy_target,
@@ -93,9 +111,7 @@ def rl_anchor_controller(isv, flags):
         if observed(ema) and ema > float32(0.0) and observed(rho) and rho > float32(0.0):
             isv[RL_Q_GRAD_NORM_EMA + h + GN_TARGET_OFFSET] = ema * float32(REL_UPDATE_TARGET) / rho
     h_ema = isv[RL_ENTROPY_EMA]
-    if k_of(isv) == int32(1):
-        isv[RL_KL_TARGET] = isv[RL_KL_EMA]
-    elif observed(h_ema) and h_ema > float32(0.0):
+    if observed(h_ema) and h_ema > float32(0.0):
         isv[RL_KL_TARGET] = float32(KL_PER_NAT) * h_ema
     tau = isv[RL_TARGET_TAU]
     if not (tau > float32(0.0)) or not finite(tau):

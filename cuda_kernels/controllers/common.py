@@ -3,7 +3,7 @@ import math
 
 from numba import cuda
 
-from alpharl.isv import RL_OBS_PPO_SAMPLES
+from alpharl.isv import RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES
 
 
 @cuda.jit(device=True)
@@ -36,3 +36,11 @@ def ppo_updated(isv):
     one step in T does; the EMAs of what that update measures hold on the others, so a controller that
     reads them steps on the update steps alone, once per update (T = 1: every step, as before)."""
     return isv[RL_OBS_PPO_SAMPLES] > 0.0
+
+
+@cuda.jit(device=True)
+def ppo_informed(isv):
+    """Whether this step's PPO ratios say anything about how far the policy moved
+    (RL_OBS_PPO_INFORMED > 0, written by ``rl_ppo_informed`` before the signal EMAs): a controller of the
+    trust region (clip, ratio bound) steps only then. Without --adaptive-anchors it equals ppo_updated."""
+    return isv[RL_OBS_PPO_INFORMED] > 0.0

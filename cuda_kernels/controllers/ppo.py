@@ -2,14 +2,15 @@
 
 Each is a single-thread kernel (launch [1, 1]): ISV in, ISV out. Each bootstraps
 on sentinel 0, holds while its signal is unobserved (0) or non-finite or on a step
-that did not update PPO (common.ppo_updated: a collect step of --rollout T > 1),
-and clamps its output to the slot's documented range.
+that did not update PPO (common.ppo_updated: a collect step of --rollout T > 1; the
+clip and the ratio bound also on a step whose ratios are all 1, common.ppo_informed:
+K = 1 with --adaptive-anchors), and clamps its output to the slot's documented range.
 """
 import math
 
 from numba import float32
 
-from alpharl.cuda_kernels.controllers.common import clampf, observed, ppo_updated
+from alpharl.cuda_kernels.controllers.common import clampf, observed, ppo_informed, ppo_updated
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (
     N_ACTIONS_LN,
@@ -73,7 +74,7 @@ def rl_ppo_clip_controller(isv):
         lo = t / float32(KL_BAND)
     if eps == 0.0:
         eps = float32(CLIP_EPS_BOOTSTRAP)
-    elif observed(kl) and ppo_updated(isv):
+    elif observed(kl) and ppo_informed(isv):
         if kl > hi:
             eps = eps / float32(CLIP_EPS_STEP)
         elif kl < lo:
@@ -94,7 +95,7 @@ def rl_ratio_clamp_controller(isv):
     tail = isv[RL_RATIO_TAIL_EMA]
     if c == 0.0:
         c = float32(RATIO_CLAMP_BOOTSTRAP)
-    elif observed(tail) and tail > 0.0 and ppo_updated(isv):
+    elif observed(tail) and tail > 0.0 and ppo_informed(isv):
         aim = float32(RATIO_TAIL_MULT) * tail
         c = c + float32(RATIO_CLAMP_GAIN) * (aim - c)
     isv[RL_PPO_RATIO_CLAMP] = clampf(c, float32(RATIO_CLAMP_MIN), float32(RATIO_CLAMP_MAX))

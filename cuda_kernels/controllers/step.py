@@ -2,8 +2,8 @@
 step counter in one launch.
 
 In the step's CUDA graph each node costs a few µs however little it does, and
-these nine were each a single block or a single thread: the signal EMAs
-(``rl_signal_ema``), the controllers' anchors (``rl_anchor_controller``: with
+these ten were each a single block or a single thread: the gate of the PPO
+signals (``rl_ppo_informed``), the signal EMAs (``rl_signal_ema``), the controllers' anchors (``rl_anchor_controller``: with
 --adaptive-anchors, else only its sentinel bootstraps), the per-head learning
 rates (``rl_lr_controller``), the six scalar controllers (clip, ratio bound,
 entropy coefficient, tau, PER, K) and the device step counter. The fused kernel runs the very same Python functions,
@@ -13,7 +13,7 @@ units the controller tests and gates exercise one by one.
 """
 from numba import cuda
 
-from alpharl.cuda_kernels.controllers.anchors import rl_anchor_controller
+from alpharl.cuda_kernels.controllers.anchors import rl_anchor_controller, rl_ppo_informed
 from alpharl.cuda_kernels.controllers.k_loop import rl_k_loop_controller
 from alpharl.cuda_kernels.controllers.lr import N_LR_HEADS, rl_lr_controller
 from alpharl.cuda_kernels.controllers.per import rl_per_controller
@@ -43,6 +43,7 @@ SCALAR_CONTROLLERS = (
     rl_per_controller,
     rl_k_loop_controller,
 )
+_informed = _as_device(rl_ppo_informed)
 _signal_ema = _as_device(rl_signal_ema)
 _anchors = _as_device(rl_anchor_controller)
 _lr = _as_device(rl_lr_controller)
@@ -54,10 +55,14 @@ _tick = _as_device(rl_step_tick)
         "int64[::1], int32)")
 def rl_step_controllers(isv, table, beta, n_rows, q_signal_slot, pi_signal_slot, v_signal_slot, bce_signal_slot,
                         aux_signal_slot, enc_signal_slot, counter, flags):
-    """Signal EMAs (table rows < n_rows), then the anchors (thread 0; flags as rl_anchor_controller's),
+    """The PPO signals' gate (rl_ppo_informed, thread 0; flags as rl_anchor_controller's), the signal EMAs
+    (table rows < n_rows), then the anchors (thread 0; flags as rl_anchor_controller's),
     then the LR controller (signal slots as rl_lr_controller's), then SCALAR_CONTROLLERS (thread 0, in that
     order: clip, ratio bound, entropy coefficient, tau, PER, K), then counter[0] += 1.
     Launch [1, STEP_CONTROLLERS_BLOCK]."""
+    if cuda.threadIdx.x == 0:
+        _informed(isv, flags)
+    cuda.syncthreads()
     _signal_ema(isv, table, beta, n_rows)
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:

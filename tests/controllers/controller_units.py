@@ -5,7 +5,7 @@ import numpy as np
 from numba import cuda
 
 from alpharl import isv as S
-from alpharl.cuda_kernels.controllers.anchors import rl_anchor_controller
+from alpharl.cuda_kernels.controllers.anchors import rl_anchor_controller, rl_ppo_informed
 from alpharl.cuda_kernels.controllers.lr import LR_CTRL_BLOCK, rl_lr_controller
 from alpharl.cuda_kernels.controllers.signals import SIGNAL_EMA_BLOCK, rl_signal_ema
 from alpharl.cuda_kernels.controllers.step import SCALAR_CONTROLLERS
@@ -13,7 +13,8 @@ from alpharl.reference import controllers as R
 
 
 def launch_signal_emas(ctl, isv_d) -> None:
-    """The signal EMAs of ``ctl``'s (a Controllers) signal table."""
+    """The PPO signals' gate (``ctl``'s flags) and the signal EMAs of ``ctl``'s (a Controllers) signal table."""
+    rl_ppo_informed[1, 1, ctl.stream](isv_d, ctl.flags)
     rl_signal_ema[1, SIGNAL_EMA_BLOCK, ctl.stream](isv_d, ctl.table_d, ctl.beta_d, ctl.n_rows)
 
 
@@ -32,7 +33,7 @@ def seeded_isv(seed: dict, ppo_update: bool = True) -> np.ndarray:
     update (RL_OBS_PPO_SAMPLES > 0, as on every step at --rollout 1), so the controllers that read its
     signals step; False: a collect step of --rollout T > 1, where they hold."""
     v = S.sentinel_vector()
-    v[S.RL_OBS_PPO_SAMPLES] = 16.0 if ppo_update else 0.0
+    v[S.RL_OBS_PPO_SAMPLES] = v[S.RL_OBS_PPO_INFORMED] = 16.0 if ppo_update else 0.0
     for k, x in seed.items():
         v[k] = x
     return v

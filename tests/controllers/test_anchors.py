@@ -65,13 +65,52 @@ def test_entropy_target_from_tau():
     assert _run_anchors({})[S.RL_ENTROPY_TARGET] == pytest.approx(AN.entropy_with_floor(TAU.TAU_BOOTSTRAP), rel=1e-4)
 
 
-def test_kl_target_holds_the_clip_when_k_is_one(rng):
-    seed = _seeded(rng) | {S.RL_K_LOOP_MULT: K}
-    out = _run_anchors(seed)
-    assert out[S.RL_KL_TARGET] == np.float32(seed[S.RL_KL_EMA])
-    eps = run_scalar(PPO.rl_ppo_clip_controller, {S.RL_PPO_CLIP_EPS: 0.17, S.RL_KL_EMA: out[S.RL_KL_EMA],
-                                                   S.RL_KL_TARGET: out[S.RL_KL_TARGET]})[S.RL_PPO_CLIP_EPS]
-    assert eps == pytest.approx(0.17)
+def _informed(seed, flags):
+    host = seeded_isv(seed)
+    d = cuda.to_device(host)
+    AN.rl_ppo_informed[1, 1](d, np.int32(flags))
+    ref = host.copy()
+    R.rl_ppo_informed(ref, flags)
+    out = d.copy_to_host()
+    np.testing.assert_array_equal(out, ref)
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("flags", [0, AN.FLAG_ANCHORS])
+@pytest.mark.parametrize("samples", [0.0, 48.0])
+def test_ppo_informed_counts_the_samples_whose_ratio_can_move(k, flags, samples):
+    """K = 1 with the anchors: the batch is used once, every ratio 1 -> 0; otherwise the PPO samples."""
+    out = _informed({S.RL_K_LOOP_MULT: k * K, S.RL_OBS_PPO_SAMPLES: samples, S.RL_OBS_PPO_INFORMED: 7.0}, flags)
+    want = 0.0 if (flags and k == 1) else samples
+    assert out[S.RL_OBS_PPO_INFORMED] == want
+    assert out[S.RL_OBS_PPO_SAMPLES] == samples
+
+
+def test_k_one_steps_neither_fold_the_kl_nor_step_the_clip(rng):
+    """With the anchors a K = 1 step keeps the KL and ratio-tail EMAs (its KL of 0 and ratio of 1 say nothing
+    about the clip) and the clip and ratio bound; the entropy still folds and KL* follows it. Without the
+    anchors the same step folds and steps as before."""
+    from alpharl.controllers import Controllers
+    from controllers.controller_units import launch_signal_emas
+    seed = _seeded(rng) | {S.RL_K_LOOP_MULT: K, S.RL_OBS_KL: 0.0, S.RL_KL_EMA: 0.004, S.RL_OBS_RATIO_MAX: 1.0,
+                           S.RL_OBS_ENTROPY: 0.7, S.RL_PPO_CLIP_EPS: 0.17, S.RL_PPO_RATIO_CLAMP: 4.0,
+                           S.RL_RATIO_TAIL_EMA: 1.4}
+    for anchors in (True, False):
+        host = seeded_isv(seed)
+        d = cuda.to_device(host)
+        launch_signal_emas(Controllers(anchors=anchors), d)
+        got = d.copy_to_host()
+        assert got[S.RL_ENTROPY_EMA] != host[S.RL_ENTROPY_EMA]
+        held = got[[S.RL_KL_EMA, S.RL_RATIO_TAIL_EMA]] == host[[S.RL_KL_EMA, S.RL_RATIO_TAIL_EMA]]
+        assert held.all() if anchors else not held.any()
+        out = _run_anchors(dict(enumerate(got)), flags=AN.FLAG_ANCHORS if anchors else 0)
+        if anchors:
+            assert out[S.RL_KL_TARGET] == pytest.approx(AN.KL_PER_NAT * got[S.RL_ENTROPY_EMA], rel=1e-5)
+        clip = run_scalar(PPO.rl_ppo_clip_controller, dict(enumerate(out)))
+        bound = run_scalar(PPO.rl_ratio_clamp_controller, dict(enumerate(out)))
+        assert (clip[S.RL_PPO_CLIP_EPS] == np.float32(0.17)) == anchors
+        assert (bound[S.RL_PPO_RATIO_CLAMP] == np.float32(4.0)) == anchors
 
 
 def test_unobserved_inputs_hold_their_anchor(rng):

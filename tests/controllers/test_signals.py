@@ -54,7 +54,9 @@ def test_ppo_signals_fold_only_when_the_ppo_update_ran(rng, ppo_samples):
     np.testing.assert_allclose(got, ref, rtol=1e-6)
     ppo_emas = {S.RL_ENTROPY_EMA, S.RL_KL_EMA, S.RL_RATIO_TAIL_EMA, S.RL_ADV_VAR_EMA, S.RL_RETURN_VAR_EMA,
                 S.RL_PI_GRAD_NORM_EMA, S.RL_V_GRAD_NORM_EMA}
-    assert {dst for _, dst, gate, _ in SIGNAL_TABLE if gate == S.RL_OBS_PPO_SAMPLES} == ppo_emas
+    ratio_emas = {S.RL_KL_EMA, S.RL_RATIO_TAIL_EMA}  # gated on RL_OBS_PPO_INFORMED, = the samples here
+    assert {dst for _, dst, gate, _ in SIGNAL_TABLE if gate == S.RL_OBS_PPO_SAMPLES} == ppo_emas - ratio_emas
+    assert {dst for _, dst, gate, _ in SIGNAL_TABLE if gate == S.RL_OBS_PPO_INFORMED} == ratio_emas
     for _, dst, _, _ in SIGNAL_TABLE:
         held = dst in ppo_emas and ppo_samples == 0
         assert (got[dst] == host[dst]) == held, S.BY_INDEX[dst].name
