@@ -19,6 +19,7 @@ from typing import Any
 
 from alpharl.isv import K_MAX
 from alpharl.sim.params import SimParams, SynthParams
+from alpharl.tensor_gemm import MODES as TENSOR_CORE_MODES
 from alpharl.windows import DEFAULT_TRAIN_WINDOW, WindowError, parse_window
 
 BACKENDS = ("auto", "cuda", "sim", "numpy")
@@ -88,6 +89,10 @@ class TrainConfig:
     each head's LR aims at a relative Adam step of 1e-3, the PPO clip at a KL relative to the entropy,
     the entropy coefficient at an entropy from tau, K relative to the best baseline fit seen.
     Off: the fixed targets."""
+    tensor_cores: str = "off"
+    """off | auto | on: run the large layers' products (encoder layer 2, Q advantage stream) on TF32 tensor
+    cores through cuBLASLt (needs nvmath-python, the extra 'tc'); auto where measured faster
+    (alpharl.tensor_gemm.TC_MIN_ROWS). The numba kernels always run under the CUDA simulator."""
     gpus: int = 1
     """G, data-parallel ranks (one process per GPU, each with B/G backtests, its own replay and simulator
     state; gradients and the ISV's batch statistics averaged over the ranks every update: alpharl.ranks).
@@ -118,6 +123,8 @@ class TrainConfig:
             bad.append(f"--gpus {self.gpus}: must be >= 1")
         elif self.b >= 1 and self.b % self.gpus:
             bad.append(f"--b {self.b} does not divide by --gpus {self.gpus}: every rank runs B/G backtests")
+        if self.tensor_cores not in TENSOR_CORE_MODES:
+            bad.append(f"--tensor-cores {self.tensor_cores!r}: expected one of {', '.join(TENSOR_CORE_MODES)}")
         if self.backend not in BACKENDS:
             bad.append(f"--backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
         if not 1 <= self.k_max <= K_MAX:

@@ -73,6 +73,7 @@ from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, a
 from alpharl.graph import Branches
 from alpharl.nets import MODULES, Launcher, Nets, dw_partial_size
 from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
+from alpharl.tensor_gemm import tensor_gemm
 
 
 #: The update's side branches (``Branches`` indices): the narrow layers' weight gather, the target
@@ -100,18 +101,23 @@ class Learner:
     """
 
     def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None,
-                 rel_update: bool = False, ranks=None):
+                 rel_update: bool = False, ranks=None, tensor_cores: str = "off"):
         """rel_update: the grad guard also writes each module's relative update (--adaptive-anchors).
-        ranks: alpharl.ranks.RankSync with data-parallel ranks (None: one rank)."""
+        ranks: alpharl.ranks.RankSync with data-parallel ranks (None: one rank).
+        tensor_cores: off | auto | on, which large-layer products run on cuBLASLt's TF32 tensor cores
+        (alpharl.tensor_gemm; always none under the CUDA simulator)."""
         self.nets = nets
         self.ranks = ranks
         self.rel_update = np.int32(1 if rel_update else 0)
         self.max_b, self.max_m = int(max_b), int(max_m)
         self.max_next = self.max_b if max_next is None else int(max_next)
         self.stream = stream
-        self.launch = Launcher(stream)
+        self.tc = tensor_gemm(tensor_cores)
+        self.launch = Launcher(stream, self.tc)
         self.branches = Branches(stream, N_BRANCHES)
-        self.side_launch = [Launcher(side) for side in self.branches.sides]
+        self.side_launch = [Launcher(side, self.tc) for side in self.branches.sides]
+        if self.tc is not None:   # the ones vector of the db products: up to B + M rows (the encoder's)
+            self.tc.reserve(stream, self.max_b + self.max_m)
         lay = nets.layout
         d, h = lay.obs_dim, lay.hidden
         rows = self.max_b + 2 * self.max_m + self.max_next

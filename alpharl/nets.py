@@ -38,6 +38,7 @@ import numpy as np
 from numba import cuda
 
 from alpharl import isv as S
+from alpharl import tensor_gemm as TG
 from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets import narrow as KN
@@ -226,15 +227,26 @@ def dw_partial_size(rows: int, k_in: int, n_out: int) -> int:
 class Launcher:
     """Launches the layer kernels of one ``Nets`` on one stream (no host sync, graph-capturable).
 
-    ``dummy`` fills the unused bias / y arguments of the GEMM kernels.
+    ``dummy`` fills the unused bias / y arguments of the GEMM kernels. ``tc``: an
+    alpharl.tensor_gemm.TensorGemm that takes the products it ``wants`` (the large layers' on
+    tensor cores), or None: the numba kernels run every product.
     """
 
-    def __init__(self, stream=0):
+    def __init__(self, stream=0, tc=None):
         self.stream = stream
+        self.tc = tc
+        if tc is not None:
+            tc.reserve(stream)
         self.dummy = cuda.to_device(np.zeros(1, np.float32))
+
+    def _tc(self, kind: str, layer: Layer, rows: int) -> bool:
+        return self.tc is not None and self.tc.wants(kind, layer, rows)
 
     def forward(self, gate, x, rows: int, layer: Layer, params, out, act: int) -> None:
         """out[rows, n_out] = act(x[rows, k_in] W + b), W, b = layer's block of ``params``."""
+        if self._tc(TG.FORWARD, layer, rows):
+            self.tc.forward(gate, x, rows, layer, params, out, act, self.stream)
+            return
         k, grid, block = G.gemm_launch(rows, layer.n_out)
         k[grid, block, self.stream](
             gate, x, params[layer.w], params[layer.b], self.dummy, out, np.int32(rows), np.int32(layer.n_out),
@@ -266,6 +278,9 @@ class Launcher:
 
     def backward_dx(self, gate, dy, rows: int, layer: Layer, params, out, accumulate: bool, y_tanh=None) -> None:
         """out[rows, k_in] (+)= dy[rows, n_out] W^T; times (1 - y_tanh^2) when y_tanh is given."""
+        if self._tc(TG.DX, layer, rows):
+            self.tc.backward_dx(gate, dy, rows, layer, params, out, accumulate, y_tanh, self.stream)
+            return
         k, grid, block = G.gemm_launch(rows, layer.k_in)
         act = G.ACT_NONE if y_tanh is None else G.ACT_TANH_GRAD
         k[grid, block, self.stream](
@@ -277,6 +292,9 @@ class Launcher:
     def backward_dw(self, gate, x, dy, rows: int, layer: Layer, grads, partial) -> None:
         """grads[layer block] = [x^T dy; 1^T dy] over `rows`: one GEMM when ``dw_split`` gives one piece,
         else split over the batch into `partial` and summed in a fixed order (``rl_split_reduce``)."""
+        if self._tc(TG.DW, layer, rows):
+            self.tc.backward_dw(gate, x, dy, rows, layer, grads, self.stream)
+            return
         splits, k_split, shape = dw_split(rows, layer.k_in, layer.n_out)
         k, grid, block = G.gemm_launch(layer.k_in, layer.n_out, splits, shape)
         # One split (up to DW_SPLIT_MIN_ROWS rows): the GEMM writes [dW; db] itself, no reduce launch.

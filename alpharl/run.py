@@ -67,11 +67,18 @@ def fit_markets(params, market):
 
 
 def check_backend(config: TrainConfig) -> None:
-    """The backend must exist on this machine (cuda needs a GPU; sim needs numba's simulator)."""
+    """The backend must exist on this machine (cuda needs a GPU; sim needs numba's simulator), and
+    --tensor-cores on needs cuBLASLt where the kernels run on the GPU."""
     try:
-        resolve_backend(config.backend)
+        name = resolve_backend(config.backend)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if config.tensor_cores == "on" and name == "cuda":
+        from alpharl.tensor_gemm import unavailable
+
+        why = unavailable()
+        if why is not None:
+            raise ConfigError(f"--tensor-cores on: {why}")
 
 
 def _load_resumed(trainer: IntegratedTrainer, run_dir: Path, config: TrainConfig, rank: int = 0) -> int:

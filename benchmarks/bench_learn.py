@@ -19,10 +19,16 @@ with CUDA events on one stream:
   graph µs over alpharl's learn µs (above 1: alpharl is faster). Without torch
   (or on the simulator) those cells say why, never a number;
 
+each with the large layers' products on the numba kernels (--tensor-cores off)
+and, where cuBLASLt can run (a GPU with nvmath-python), on TF32 tensor cores
+(on; auto: alpharl.tensor_gemm.TC_MIN_ROWS), one row per mode; "× off" is the
+update's µs with tensor cores off over this row's (the peer runs once per B);
+
 and prints µs and achieved TFLOP/s (GEMM FLOPs only, 2 m n k each) against the
 fp32 peak, then writes ``benchmarks/results/learn_<date>.md`` and ``.json``.
 
     python benchmarks/bench_learn.py --b 16 256 4096 65536
+    python benchmarks/bench_learn.py --b 4096 65536 --tensor-cores off on
     ALPHARL_TARGET=sim python benchmarks/bench_learn.py --quick   # smoke run, no GPU
 """
 from __future__ import annotations
@@ -39,6 +45,7 @@ import numpy as np
 import alpharl  # noqa: F401  (chooses the target before numba is imported)
 from alpharl import isv as S
 from alpharl import target
+from alpharl import tensor_gemm as TG
 from alpharl.bench import PEER_KEYS, TABLE_COLUMNS, cell, peer_cells, torch_peer
 from alpharl.sim.layout import obs_dim
 from alpharl.sim.params import SimParams
@@ -100,6 +107,8 @@ def device_us(timer: Timer, fn, iters: int, warmup: int) -> float:
         return timer.time_us(fn, iters, warmup)
     from alpharl.graph import CapturedGraph
 
+    fn()   # once eagerly: the update may have run this product on another stream
+    timer.stream.synchronize()
     g = CapturedGraph(timer.stream, lambda: [fn() for _ in range(KERNEL_REPEATS)])
     try:
         return timer.time_us(g.replay, iters, warmup) / KERNEL_REPEATS
@@ -144,8 +153,9 @@ def _timed(fn, stream, timer, iters: int, warmup: int, eager: bool) -> tuple[flo
         graph.close()
 
 
-def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bool, replay_n: int = MIN_REPLAY
-              ) -> dict:
+def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bool, replay_n: int = MIN_REPLAY,
+              tensor_cores: str = "off", peer: bool = True) -> dict:
+    """One row: B, M, the update and its products with ``tensor_cores``; the peer's cells when ``peer``."""
     from numba import cuda
 
     from alpharl.cuda_kernels.nets import adam as KA
@@ -157,7 +167,7 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
     rng = np.random.default_rng(0)
     stream = cuda.stream()
     nets = Nets(d, seed=0, hidden=h)
-    learner = Learner(nets, b, m, stream=stream)
+    learner = Learner(nets, b, m, stream=stream, tensor_cores=tensor_cores)
     env, rep = _batches(b, m, d, rng)
     isv = cuda.to_device(S.bootstrap_vector())
     gate = cuda.to_device(np.ones(1, np.int32))
@@ -169,7 +179,8 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
     def update():
         learner.update(env, rep, isv, gate)
 
-    res = {"B": b, "M": m, "obs_dim": d, "hidden": h, "mode": None, "flops": update_flops(b, m, d, h)}
+    res = {"B": b, "M": m, "obs_dim": d, "hidden": h, "tensor_cores": tensor_cores, "mode": None,
+           "flops": update_flops(b, m, d, h)}
     res["update_us"], res["mode"] = _timed(update, stream, timer, iters, warmup, eager)
 
     kernels = {
@@ -214,7 +225,7 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
         learner.soft_update(isv)
 
     res["learn_us"], _ = _timed(learn, stream, timer, iters, warmup, eager)
-    peer = "n/a (CUDA simulator)" if target.on_simulator() else torch_peer()
+    peer = ("n/a (CUDA simulator)" if target.on_simulator() else torch_peer()) if peer else "n/a (not asked)"
     res |= peer_cells(peer, res["learn_us"], lambda: peer.bench_peer(
         nets.layout, nets.layout.init_params(0), S.bootstrap_vector(), env, rows, m, True, iters, warmup))
     return res
@@ -224,12 +235,19 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
 PEER_COLUMNS = tuple(c for c in TABLE_COLUMNS if c[1] in ("learn_us", *PEER_KEYS))
 
 
+def _x_off(r: dict, results: list[dict]):
+    """The update's µs with tensor cores off over row r's, at r's B and M (None without an off row)."""
+    off = [o["update_us"] for o in results if (o["B"], o["M"], o.get("tensor_cores", "off")) == (r["B"], r["M"], "off")]
+    return off[0] / r["update_us"] if off else None
+
+
 def _table(results: list[dict], peak: float) -> str:
-    lines = ["| B | M | update µs | update TFLOP/s | % fp32 peak | " + " | ".join(c for c, _, _ in PEER_COLUMNS) + " | " +
+    lines = ["| B | M | tensor cores | update µs | × off | update TFLOP/s | % fp32 peak | " + " | ".join(c for c, _, _ in PEER_COLUMNS) + " | " +
              " | ".join(f"{k} µs (TFLOP/s, % peak)" for k in results[0]["kernels"]) + " |",
-             "|" + "---|" * (5 + len(PEER_COLUMNS) + len(results[0]["kernels"]))]
+             "|" + "---|" * (7 + len(PEER_COLUMNS) + len(results[0]["kernels"]))]
     for r in results:
-        cells = [str(r["B"]), str(r["M"]), f"{r['update_us']:.1f}", f"{r['update_tflops']:.2f}",
+        cells = [str(r["B"]), str(r["M"]), r.get("tensor_cores", "off"), f"{r['update_us']:.1f}",
+                 cell(_x_off(r, results), "{:.2f}"), f"{r['update_tflops']:.2f}",
                  f"{100 * r['update_tflops'] / peak:.1f}%"]
         cells += [cell(r[key], fmt) for _, key, fmt in PEER_COLUMNS]
         cells += [f"{k['us']:.1f} ({k['tflops']:.2f}, {100 * k['tflops'] / peak:.1f}%)" if k["tflops"] else f"{k['us']:.1f}"
@@ -249,6 +267,9 @@ def main(argv=None) -> int:
     ap.add_argument("--eager", action="store_true", help="time plain launches instead of a CUDA graph replay")
     ap.add_argument("--peak", type=float, default=H200_FP32_PEAK_TFLOPS, help="fp32 peak TFLOP/s")
     ap.add_argument("--replay", type=int, default=MIN_REPLAY, help="filled replay slots (at least 4 M)")
+    ap.add_argument("--tensor-cores", nargs="+", choices=TG.MODES, default=None,
+                    help="modes to measure, a row each (default: off, and on where cuBLASLt can run)")
+    ap.add_argument("--no-peer", action="store_true", help="skip the PyTorch peer's cells")
     ap.add_argument("--quick", action="store_true",
                     help="tiny smoke run (B=2, M=2, obs 6, hidden 8, replay 64, 1 iteration)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results folder")
@@ -259,11 +280,17 @@ def main(argv=None) -> int:
 
     device = "CUDA simulator" if target.on_simulator() else cuda.get_current_device().name
     device = device.decode() if isinstance(device, bytes) else str(device)
+    why = TG.unavailable()
+    modes = args.tensor_cores or (["off"] if why else ["off", "on"])
+    if why and set(modes) - {"off"}:
+        print(f"tensor cores: {why}; measuring off only")
+        modes = ["off"]
     results = []
-    for b in args.b:
-        r = bench_one(b, args.m or b, args.obs_dim, args.hidden, args.iters, args.warmup, args.eager, args.replay)
+    for b, tc in [(b, tc) for b in args.b for tc in modes]:
+        r = bench_one(b, args.m or b, args.obs_dim, args.hidden, args.iters, args.warmup, args.eager, args.replay,
+                      tensor_cores=tc, peer=tc == modes[0] and not args.no_peer)
         results.append(r)
-        print(f"B={b:6d} M={r['M']:6d}  update {r['update_us']:10.1f} µs  {r['update_tflops']:6.2f} TFLOP/s  "
+        print(f"B={b:6d} M={r['M']:6d} tc {tc:4s} update {r['update_us']:10.1f} µs  {r['update_tflops']:6.2f} TFLOP/s  "
               f"learn {r['learn_us']:.1f} µs  × PyTorch {cell(r['x_pytorch'], '{:.2f}')}  "
               f"[{r['mode']}]  " + "  ".join(f"{k}: {v['us']:.1f} µs {v['tflops']:.2f}" for k, v in r["kernels"].items()),
               flush=True)

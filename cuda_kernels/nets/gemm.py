@@ -460,3 +460,28 @@ def rl_split_reduce(gate, partial, n_splits, size, out):
         for q in range(1, SPLIT_GROUPS):
             tot += sums[q, x]
         out[i] = tot
+
+
+# The epilogues the tensor-core path (alpharl.tensor_gemm) cannot fuse into cuBLASLt's products:
+# cuBLASLt has no tanh epilogue, so these run as one elementwise pass over the product's output.
+@kernel("void(int32[::1], float32[::1], int32)")
+def rl_tanh_rows(gate, y, size):
+    """y[i] = tanh(y[i]) for i < size (ACT_TANH after a product). Launch [ceil(size / ELEMWISE_BLOCK),
+    ELEMWISE_BLOCK]. gate[0] == 0: writes nothing."""
+    if gate[0] == 0:
+        return
+    i = cuda.grid(1)
+    if i < size:
+        y[i] = math.tanh(y[i])
+
+
+@kernel("void(int32[::1], float32[::1], float32[::1], int32)")
+def rl_tanh_grad_rows(gate, dx, y, size):
+    """dx[i] *= 1 - y[i]^2 for i < size (ACT_TANH_GRAD after a dX product: y the stored tanh output).
+    Launch [ceil(size / ELEMWISE_BLOCK), ELEMWISE_BLOCK]. gate[0] == 0: writes nothing."""
+    if gate[0] == 0:
+        return
+    i = cuda.grid(1)
+    if i < size:
+        yv = y[i]
+        dx[i] *= float32(1.0) - yv * yv
