@@ -29,6 +29,7 @@ from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, orde
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 from alpharl.sim.upgrade import upgrade_state
+from alpharl.sim.variants import step_kernel, switches_for
 
 
 class LobSim(StepOutputs):
@@ -89,6 +90,7 @@ class LobSim(StepOutputs):
         self._grid = k_step.sim_grid(self.B)
         self._block = k_step.SIM_BLOCK
         self.step_launch = step_launch(self.B, self.E, self.levels)
+        self._step_kernels = {given: step_kernel(switches_for(ip, given)) for given in (False, True)}
         # the step and reset kernels read the tables flat (views, no copies)
         self._events_flat = self.events.reshape(self.events.size)
         self._book_flat = self.book.reshape(self.book.size)
@@ -114,7 +116,10 @@ class LobSim(StepOutputs):
             k_syn.lobsim_synth_flow[self._grid, self._block, st](
                 self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
         sl = self.step_launch
-        k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
+        # the build without the features these parameters leave off (alpharl.sim.variants); with no
+        # instructions, also without their (no-op) pass over the zeros of no_orders
+        kern = self._step_kernels[orders is not None]
+        kern[sl.grid, sl.threads, st, sl.smem_bytes](
             actions, self.no_orders if orders is None else orders, self._events_flat, self._book_flat, self.live_rows,
             self.seen_rows, self.resp_rows, self.arrived, self.ip, self.fp,
             self.state_i, self.state_f, self.rng, self.resp_ring,

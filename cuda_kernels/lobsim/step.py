@@ -42,6 +42,7 @@ from alpharl.cuda_kernels.lobsim.agent import activate
 from alpharl.cuda_kernels.lobsim.book import mid2_of, word
 from alpharl.cuda_kernels.lobsim.observe import write_obs
 from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
+from alpharl.cuda_kernels.lobsim.switches import SYNTHETIC
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.sim.layout import (BOOK_COLS, F_TRIP_BASE, IP_EVENTS_PER_STEP, IP_LEVELS, IP_SYNTHETIC, N_EV_COLS, N_FP,
@@ -125,7 +126,7 @@ def lobsim_step(actions, orders, events, book, live_rows, seen_rows, resp_rows, 
     n_ev = pi[IP_EVENTS_PER_STEP]
     nl = pi[IP_LEVELS]
     width = BOOK_COLS * nl
-    synthetic = pi[IP_SYNTHETIC] != 0
+    synthetic = SYNTHETIC and pi[IP_SYNTHETIC] != 0
     # the staging memory (stage.py); this thread's slot: book rows from word sb0 (the step's row
     # j0 + i at sb0 + i * width), the chunk's event i (1-based) at ev0 + i * N_EV_COLS
     staged = chunk > 0
