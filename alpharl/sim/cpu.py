@@ -104,7 +104,7 @@ def _run(actions, orders, events, book, live_rows, seen_rows, resp_rows, arrived
                                        seen_rows, width, ip, fp, out, fills_i, fills_f, fills_t, times)
             row = _bt.restart(st, fs, rs, done, row_e, ip)
             _bt.observe_next(st, fs, b, book, row * width, row, row_e, mid_e, done, book, seen_rows, resp_rows,
-                             resp_ring, width, ip, fp, obs)
+                             resp_ring, width, ip, fp, obs, b)
         si[:, b] = st
         sf[:, b] = fs
         rng[b] = rs[0]

@@ -59,14 +59,17 @@ def _unregistered(key: str):
 
 
 @functools.cache
-def step_kernel(on: tuple[bool, ...]) -> Kernel:
-    """lobsim_step built with the switches ``on`` (switches_for); all on: the registered kernel."""
-    if all(on):
+def step_kernel(on: tuple[bool, ...], obs_shape: tuple[int, int] | None = None) -> Kernel:
+    """lobsim_step built with the switches ``on`` (switches_for) and, given ``obs_shape`` = (threads
+    of the launch, obs_dim), the block's observations staged in shared memory and stored together
+    (a launch of one thread per backtest only); all on and no obs_shape: the registered kernel."""
+    if all(on) and obs_shape is None:
         return k_step.lobsim_step
-    key = "s" + "".join("1" if x else "0" for x in on)
+    key = "s" + "".join("1" if x else "0" for x in on) + ("" if obs_shape is None else "_o%dx%d" % obs_shape)
     prefix = f"{__name__}.{key}"
     sw = types.ModuleType(f"{prefix}.switches", switches.__doc__)
-    sw.__dict__.update(zip(switches.NAMES, on), NAMES=switches.NAMES)
+    sw.__dict__.update(zip(switches.NAMES, on), NAMES=switches.NAMES, OBS_STAGED=obs_shape is not None,
+                       OBS_SHAPE=obs_shape or switches.OBS_SHAPE)
     given = {name: importlib.import_module(f"{KERNEL_PACKAGE}.{name}") for name in SHARED_MODULES}
     given["switches"] = sw
     return twin_modules(STEP_MODULES, prefix, given=given, bound={"kernel": _unregistered(key)})["step"].lobsim_step

@@ -184,10 +184,11 @@ def restart(st, fs, rs, done, row_e, pi):
 
 @cuda.jit(device=True)
 def observe_next(st, fs, b, mb, at, row, row_e, mid_e, done, book, seen_rows, resp_rows, resp_ring, width, pi, pf,
-                 obs):
+                 obs, orow):
     """6. The next observation from the book row ``row`` (at ``at`` in ``mb``; the seen row of the
     global ``book`` under a feed latency); an episode that restarts fills its mid history with the
-    new start's mid. Under a response latency its own-state part is an older one (delay_own)."""
+    new start's mid. Under a response latency its own-state part is an older one (delay_own). It is
+    written to the row ``orow`` of ``obs`` (b, or the thread's row of a block's staged rows)."""
     ob_b, ob_at = mb, at
     if FEED_DELAY and pi[IP_FEED_DELAY] != 0:
         ob_b, ob_at = book, seen_rows[row] * width
@@ -196,9 +197,9 @@ def observe_next(st, fs, b, mb, at, row, row_e, mid_e, done, book, seen_rows, re
         m_new = mid_e if row == row_e else mid2_of(word(mb, at + ASK_PRICE), word(mb, at + BID_PRICE))
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
-    write_obs(st, fs, b, ob_b, ob_at, pi, pf, obs)
+    write_obs(st, fs, orow, ob_b, ob_at, pi, pf, obs)
     if RESP_DELAY and pi[IP_RESP_DELAY] != 0:
-        delay_own(st, b, row, done, resp_rows, resp_ring, pi, obs)
+        delay_own(st, b, row, done, resp_rows, resp_ring, pi, obs, orow)
 
 
 @cuda.jit(device=True)
@@ -225,4 +226,4 @@ def start_backtest(st, fs, rs, b, book, seen_rows, resp_rows, resp_ring, pi, pf,
         st[S_MID_HIST + k] = m
     write_obs(st, fs, b, book, at, pi, pf, obs)
     if RESP_DELAY and pi[IP_RESP_DELAY] != 0:
-        delay_own(st, b, st[S_CURSOR], True, resp_rows, resp_ring, pi, obs)
+        delay_own(st, b, st[S_CURSOR], True, resp_rows, resp_ring, pi, obs, b)

@@ -34,3 +34,9 @@ INSTRUCTIONS = True
 #: The switches in a fixed order (alpharl.sim.variants keys its builds by their values).
 NAMES = ("SYNTHETIC", "FEED_DELAY", "TIMED_ENTRY", "RESP_DELAY", "L3_FIFO", "LAST_SEEN", "POST_ONLY", "SIGMA_PENALTY",
          "FILLS_LOG", "INSTRUCTIONS")
+
+#: lobsim_step writes the observations of a block's backtests to shared memory, rows of
+#: OBS_SHAPE = (threads, obs_dim), and the block stores them together, coalesced (a build for a
+#: launch of one thread per backtest). Off: each thread stores its row of obs itself.
+OBS_STAGED = False
+OBS_SHAPE = (1, 1)

@@ -6,6 +6,7 @@ from numba import cuda
 
 from alpharl.cuda_kernels.lobsim import step as k_step
 from alpharl.cuda_kernels.lobsim import switches
+from alpharl.cuda_kernels.lobsim.stage import step_launch
 from alpharl.lobster.format import BID_PRICE
 from alpharl.sim import layout as L
 from alpharl.sim.lobsim import LobSim
@@ -43,16 +44,20 @@ def test_instructions_and_synthetic_switches():
 
 
 @pytest.mark.parametrize("extra", [dict(), dict(queue_model="l3_fifo", entry_queue="last_seen", post_only=True)])
-def test_specialized_build_steps_as_the_generic_kernel(extra, rng):
-    """Default parameters (no fills log) and a few options, with and without order instructions:
-    the built kernel and the generic one, every state array after every step."""
+@pytest.mark.parametrize("one_each", [False, True], ids=["staged", "obs-staged"])
+def test_specialized_build_steps_as_the_generic_kernel(extra, one_each, rng):
+    """Default parameters (no fills log) and a few options, with and without order instructions, on a
+    staged launch and on one of a thread per backtest (the block's observations stored together, a
+    block of more threads than backtests): the build and the registered kernel, every state array
+    after every step."""
     md = real_market(rows=1_500)
     p = SimParams(events_per_step=6, episode_steps=20, max_position=800, **extra)
-    B, steps = 5, 24
+    B, steps = 5, 16
     seed = int(rng.integers(1, 2**31))
     built, generic = LobSim(md, p, B, seed), LobSim(md, p, B, seed)
-    assert built._step_kernels[False] is not k_step.lobsim_step
-    generic._step_kernels = {False: k_step.lobsim_step, True: k_step.lobsim_step}
+    generic.specialize = False
+    if one_each:
+        built.step_launch = step_launch(B, p.events_per_step, built.levels, per_block=8, staged=False)
     for s in (built, generic):
         s.reset()
     book = replay_stream(md).book
