@@ -4,7 +4,9 @@
 #
 #   benchmarks/sim_ab.sh OUTDIR TREE... [-- BENCH_SIM_ARGS...]
 #
-# A TREE is a source root (e.g. `git worktree add --detach DIR COMMIT`, or `git archive COMMIT | tar -x -C DIR`).
+# A TREE is a source root, named in the table by its folder's name, e.g. from the repository root:
+#   for c in fa69a3a main; do mkdir -p ab/$c && git archive $c | tar -x -C ab/$c; done
+#   benchmarks/sim_ab.sh ab_out ab/fa69a3a ab/main .
 # Default bench_sim arguments: --b 4096 65536. DATA=zip replays that LOBSTER file in every tree;
 # unset, every tree replays the embedded sample (bench_sim's default file is found relative to
 # each tree, so trees in different folders would otherwise time different markets).
@@ -23,9 +25,11 @@ bench() {  # tree outdir extra-args...: one bench_sim run of that tree (its own 
   local t=$1 o=$2; shift 2
   (cd "$t" && PYTHONPATH="$t" "$py" benchmarks/bench_sim.py --data "${DATA:-embedded-sample}" --out "$o" "$@")
 }
-# Compile every tree's kernels at once (numba caches them beside each tree's sources), so the timed
-# pass below loads them and its runs follow each other closely.
-for t in "${trees[@]}"; do bench "$t" "$out/warm_$(name "$t")" --quick > "$out/warm_$(name "$t").log" 2>&1 & done
+# Compile every tree's kernels at once, for the same batches (a tree may build its step per launch;
+# numba caches them beside each tree's sources), so the timed runs below follow each other closely.
+for t in "${trees[@]}"; do
+  bench "$t" "$out/warm_$(name "$t")" "${args[@]}" --iters 1 --warmup 0 --graph-steps 1 > "$out/warm_$(name "$t").log" 2>&1 &
+done
 wait
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for t in "${trees[@]}"; do
