@@ -32,6 +32,11 @@ from alpharl.sim.upgrade import upgrade_state
 from alpharl.sim.variants import step_kernel, switches_for
 
 
+#: The most static shared memory a kernel may hold: a launch whose block of observations is larger
+#: (many threads, many obs levels) stores them a row per thread.
+OBS_STAGE_MAX_BYTES = 48 * 1024
+
+
 class LobSim(StepOutputs):
     """B backtests on one device; ``market`` is a MarketData (replay) or a SyntheticMarket.
 
@@ -121,7 +126,8 @@ class LobSim(StepOutputs):
         # the build without the features these parameters leave off (alpharl.sim.variants); with no
         # instructions, also without their (no-op) pass over the zeros of no_orders; a launch of one
         # thread per backtest stores the block's observations together
-        one_each = sl.chunk == 0 and sl.per_block == sl.threads
+        one_each = (sl.chunk == 0 and sl.per_block == sl.threads
+                    and 4 * sl.threads * self.obs_dim <= OBS_STAGE_MAX_BYTES)
         kern = (step_kernel(self._switches[orders is not None], (sl.threads, self.obs_dim) if one_each else None)
                 if self.specialize else k_step.lobsim_step)
         kern[sl.grid, sl.threads, st, sl.smem_bytes](
