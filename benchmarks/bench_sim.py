@@ -91,6 +91,7 @@ def bench_one(market, b: int, args) -> dict:
         sim.step_launch = step_launch(b, params.events_per_step, sim.levels, per_block=args.per_block,
                                       threads=args.threads, smem_bytes=args.smem_bytes or STAGE_SMEM_BYTES,
                                       staged=None if args.staged is None else args.staged == "yes")
+    sim.specialize = not args.generic
     sim.reset()
     rng = np.random.default_rng(0)
     k = args.graph_steps
@@ -106,7 +107,7 @@ def bench_one(market, b: int, args) -> dict:
     timer = Timer(stream)
     res = {"B": b, "events_per_step": params.events_per_step, "episode_steps": params.episode_steps,
            "queue_model": params.queue_model, "latency_events": params.latency_events,
-           "launch": dataclasses.asdict(sim.step_launch)}
+           "launch": dataclasses.asdict(sim.step_launch), "generic": args.generic}
     if args.eager or target.on_simulator():
         res["eager_us"] = timer.time_us(steps, args.iters, args.warmup) / k
     if not target.on_simulator():
@@ -166,6 +167,8 @@ def main(argv=None) -> int:
     ap.add_argument("--smem-bytes", type=int, default=None, help="lobsim_step staging memory per block (tuning)")
     ap.add_argument("--staged", choices=["yes", "no"], default=None,
                     help="lobsim_step with / without shared-memory staging (tuning; default: by B)")
+    ap.add_argument("--generic", action="store_true",
+                    help="the registered lobsim_step (every feature compiled in), not the build for the parameters")
     ap.add_argument("--quick", action="store_true", help="tiny smoke run (B=2, 2 events/step, 1 iteration)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     args = ap.parse_args(argv)

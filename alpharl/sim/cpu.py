@@ -15,11 +15,6 @@ market's generator is a kernel of its own).
 """
 from __future__ import annotations
 
-import ast
-import importlib
-import types
-from pathlib import Path
-
 import numpy as np
 from numba import njit
 
@@ -29,10 +24,10 @@ from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, check_window, replay_stream
 from alpharl.sim.outputs import HostState, StepOutputs
 from alpharl.sim.params import SimParams
+from alpharl.sim.twins import twin_modules
 
 #: The kernel modules of device functions, in import order (each imports only those before it).
-KERNEL_PACKAGE = "alpharl.cuda_kernels.lobsim"
-TWINNED = ("book", "observe", "agent", "backtest")
+TWINNED = ("switches", "book", "observe", "agent", "backtest")
 
 
 class _CpuCuda:
@@ -50,38 +45,15 @@ def _is_device_function(obj) -> bool:
     return hasattr(obj, "py_func") and type(obj).__module__.startswith("numba.cuda")
 
 
-def _twin(name: str, twins: dict) -> types.ModuleType:
-    """The CPU twin of the kernel module ``name``, given the twins of the modules it imports."""
-    src_module = importlib.import_module(f"{KERNEL_PACKAGE}.{name}")
-    path = Path(src_module.__file__)
-    tree = ast.parse(path.read_text(), str(path))
-    module = types.ModuleType(f"{__name__}._{name}", src_module.__doc__)
-    module.__dict__["cuda"] = _CpuCuda
-    body = []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == "numba":
-            node.names = [a for a in node.names if a.name != "cuda"]
-            if not node.names:
-                continue
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(KERNEL_PACKAGE + "."):
-            twin = twins[node.module.rsplit(".", 1)[1]]
-            for a in node.names:
-                module.__dict__[a.asname or a.name] = getattr(twin, a.name)
-            continue
-        body.append(node)
-    tree.body = body
-    exec(compile(tree, str(path), "exec"), module.__dict__)
+def _njit_host_device_functions(module) -> None:
+    """Device functions a twin imported from a host module (alpharl.prng) become njit functions."""
     for key, value in list(module.__dict__.items()):
-        if _is_device_function(value):          # imported from a host module (alpharl.prng)
+        if _is_device_function(value):
             module.__dict__[key] = njit(cache=False)(value.py_func)
-    return module
 
 
 def _build_twins() -> dict:
-    twins: dict = {}
-    for name in TWINNED:
-        twins[name] = _twin(name, twins)
-    return twins
+    return twin_modules(TWINNED, __name__, bound={"cuda": _CpuCuda}, finish=_njit_host_device_functions)
 
 
 _TWINS = _build_twins()
@@ -132,7 +104,7 @@ def _run(actions, orders, events, book, live_rows, seen_rows, resp_rows, arrived
                                        seen_rows, width, ip, fp, out, fills_i, fills_f, fills_t, times)
             row = _bt.restart(st, fs, rs, done, row_e, ip)
             _bt.observe_next(st, fs, b, book, row * width, row, row_e, mid_e, done, book, seen_rows, resp_rows,
-                             resp_ring, width, ip, fp, obs)
+                             resp_ring, width, ip, fp, obs, b)
         si[:, b] = st
         sf[:, b] = fs
         rng[b] = rs[0]

@@ -29,6 +29,12 @@ from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, orde
 from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 from alpharl.sim.upgrade import upgrade_state
+from alpharl.sim.variants import step_kernel, switches_for
+
+
+#: The most static shared memory a kernel may hold: a launch whose block of observations is larger
+#: (many threads, many obs levels) stores them a row per thread.
+OBS_STAGE_MAX_BYTES = 48 * 1024
 
 
 class LobSim(StepOutputs):
@@ -89,6 +95,9 @@ class LobSim(StepOutputs):
         self._grid = k_step.sim_grid(self.B)
         self._block = k_step.SIM_BLOCK
         self.step_launch = step_launch(self.B, self.E, self.levels)
+        self._switches = {given: switches_for(ip, given) for given in (False, True)}
+        #: launch the step built for these parameters (alpharl.sim.variants); False: the registered one
+        self.specialize = True
         # the step and reset kernels read the tables flat (views, no copies)
         self._events_flat = self.events.reshape(self.events.size)
         self._book_flat = self.book.reshape(self.book.size)
@@ -114,7 +123,14 @@ class LobSim(StepOutputs):
             k_syn.lobsim_synth_flow[self._grid, self._block, st](
                 self.sp, self.syn_i, self.syn_rng, self.events, self.book, np.int32(self.E))
         sl = self.step_launch
-        k_step.lobsim_step[sl.grid, sl.threads, st, sl.smem_bytes](
+        # the build without the features these parameters leave off (alpharl.sim.variants); with no
+        # instructions, also without their (no-op) pass over the zeros of no_orders; a launch of one
+        # thread per backtest stores the block's observations together
+        one_each = (sl.chunk == 0 and sl.per_block == sl.threads
+                    and 4 * sl.threads * self.obs_dim <= OBS_STAGE_MAX_BYTES)
+        kern = (step_kernel(self._switches[orders is not None], (sl.threads, self.obs_dim) if one_each else None)
+                if self.specialize else k_step.lobsim_step)
+        kern[sl.grid, sl.threads, st, sl.smem_bytes](
             actions, self.no_orders if orders is None else orders, self._events_flat, self._book_flat, self.live_rows,
             self.seen_rows, self.resp_rows, self.arrived, self.ip, self.fp,
             self.state_i, self.state_f, self.rng, self.resp_ring,

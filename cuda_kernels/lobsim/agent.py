@@ -17,6 +17,7 @@ from numba import cuda, float64, int64, uint32
 
 from alpharl import actions as A
 from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, level_size, side_cols, word
+from alpharl.cuda_kernels.lobsim.switches import FILLS_LOG, L3_FIFO, LAST_SEEN, POST_ONLY, SYNTHETIC
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EPISODE_ROUND_TRIP, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER,
@@ -84,7 +85,7 @@ def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, qa_fill, pi, pf,
     if inv1 != 0:
         st[S_WAS_OPEN] = 1
     cap = pi[IP_FILL_CAP]
-    if cap > 0:
+    if FILLS_LOG and cap > 0:
         # unsigned (head, cap > 0, b >= 0): a 32-bit remainder and no negative-index tests
         ub = uint32(b)
         slot = uint32(st[S_FILL_HEAD]) % uint32(cap)
@@ -98,7 +99,7 @@ def book_fill(st, fs, b, side, qty, px, maker, ahead, oid, qa0, qa_fill, pi, pf,
         fills_i[ub, slot, FL_QA0] = qa0
         fills_i[ub, slot, FL_QA_FILL] = qa_fill
         fills_f[ub, slot] = fee
-        fills_t[ub, slot] = NO_TIME if pi[IP_SYNTHETIC] != 0 else times[st[S_CURSOR] + ahead]
+        fills_t[ub, slot] = NO_TIME if SYNTHETIC and pi[IP_SYNTHETIC] != 0 else times[st[S_CURSOR] + ahead]
         st[S_FILL_HEAD] += 1
     return qty
 
@@ -218,7 +219,7 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
             refused = True
     elif act == A.JOIN_BID or act == A.IMPROVE_BID or act == A.JOIN_ASK or act == A.IMPROVE_ASK:
         improve = act == A.IMPROVE_BID or act == A.IMPROVE_ASK
-        last_seen = pi[IP_ENTRY_QUEUE] != 0
+        last_seen = LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0
         keep = pi[IP_REQUOTE] == REQUOTE_KEEP
         if act == A.JOIN_BID or act == A.IMPROVE_BID:
             px = bid1 + 1 if improve and (not has_ask or ask1 - bid1 > 1) else bid1
@@ -270,7 +271,7 @@ def instruct_side(st, orders, b, side, base, post_row, ob, book, at, vbook, vat,
             ok = inv + min(mkt, 0) - qty >= -pi[IP_MAX_POS]
         if not (ok and qty > 0):
             return new_oid, 1
-        seen = sent_size(book, at, vbook, vat, side, px, pi[IP_LEVELS]) if pi[IP_ENTRY_QUEUE] != 0 else 0
+        seen = sent_size(book, at, vbook, vat, side, px, pi[IP_LEVELS]) if LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0 else 0
         replace_limit(st, base, px, qty, live_at, new_oid, seen, False, post_row, orders[ob + OI_POST, b])
         return new_oid + 1, 0
     return new_oid, 0
@@ -323,14 +324,14 @@ def activate_limit(st, fs, b, side, base, book, at, ask1, bid1, pi, pf, fills_i,
         qa = 0
         if not marketable:
             qa = level_size(book, at, side, px, nl)
-            if pi[IP_ENTRY_QUEUE] != 0 and beyond_view(book, at, side, px, nl):
+            if LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0 and beyond_view(book, at, side, px, nl):
                 qa = st[base + O_QA]
         st[base + O_QA] = qa
         st[base + O_QA0] = qa
         st[base + O_LIVE_AT] = LIVE
         st[live_row_of(side)] = st[S_CURSOR]
         if marketable:
-            if pi[IP_POST_ONLY] != 0 or st[post_row_of(side)] != 0:
+            if POST_ONLY and pi[IP_POST_ONLY] != 0 or st[post_row_of(side)] != 0:
                 st[S_POST_CANCELLED] += 1
             else:
                 book_fill(st, fs, b, side, qty, opp, 0, 0, st[base + O_OID], 0, 0, pi, pf, fills_i, fills_f, fills_t,
@@ -392,7 +393,7 @@ def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at
     if (t == EV_EXEC or t == EV_HIDDEN_EXEC) and d == side:
         if (side == SIDE_BUY and p < px) or (side == SIDE_SELL and p > px):
             full = True                      # the market traded through our price
-        elif (model == QUEUE_L3_FIFO and t == EV_EXEC and p == px
+        elif (L3_FIFO and model == QUEUE_L3_FIFO and t == EV_EXEC and p == px
               and arrived[st[S_CURSOR] + 1] > st[live_row_of(side)]):
             full = True                      # an order behind ours traded: ours traded before it
         elif p == px:
@@ -404,7 +405,7 @@ def order_event(st, fs, rs, b, side, base, t, d, s, p, ask1, bid1, cap, book, at
                 elif rule == FILL_WHOLE_ORDER or excess >= qty:
                     fill_at = qty
             qa = max(qa - s, 0)
-    elif (model == QUEUE_L3_FIFO and (t == EV_CANCEL or t == EV_DELETE) and d == side and p == px
+    elif (L3_FIFO and model == QUEUE_L3_FIFO and (t == EV_CANCEL or t == EV_DELETE) and d == side and p == px
           and arrived[st[S_CURSOR] + 1] <= st[live_row_of(side)]):
         qa = max(qa - s, 0)                  # an order ahead of ours left
     elif (model == QUEUE_PROBABILISTIC and (t == EV_CANCEL or t == EV_DELETE)

@@ -15,6 +15,8 @@ from numba import cuda, float32, float64, int32, uint32
 from alpharl.cuda_kernels.lobsim.agent import close_if_flat, order_event, place_instructions, place_orders, walk
 from alpharl.cuda_kernels.lobsim.book import level_caps, mid2, mid2_of, word
 from alpharl.cuda_kernels.lobsim.observe import delay_own, write_obs
+from alpharl.cuda_kernels.lobsim.switches import (FEED_DELAY, INSTRUCTIONS, RESP_DELAY, SIGMA_PENALTY, SYNTHETIC,
+                                                  TIMED_ENTRY)
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
 from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_TICK_DOLLARS, F_CASH,
@@ -69,12 +71,13 @@ def send_orders(st, act, orders, b, mb, sb0, book, row0, width, live_rows, seen_
     ``mb``. Its orders go live latency_events later, or at the row the entry latency in time
     reaches (host-computed ``live_rows``)."""
     seen_b, seen_at = mb, sb0
-    if pi[IP_FEED_DELAY] != 0:
+    if FEED_DELAY and pi[IP_FEED_DELAY] != 0:
         seen_b, seen_at = book, seen_rows[row0] * width
-    live_at = live_rows[row0] if pi[IP_TIMED_ENTRY] != 0 else st[S_CURSOR] + pi[IP_LATENCY]
+    live_at = live_rows[row0] if TIMED_ENTRY and pi[IP_TIMED_ENTRY] != 0 else st[S_CURSOR] + pi[IP_LATENCY]
     place_orders(st, act, word(seen_b, seen_at + ASK_PRICE), word(seen_b, seen_at + BID_PRICE), mb, sb0,
                  seen_b, seen_at, live_at, pi)
-    place_instructions(st, orders, b, mb, sb0, seen_b, seen_at, live_at, pi)
+    if INSTRUCTIONS:
+        place_instructions(st, orders, b, mb, sb0, seen_b, seen_at, live_at, pi)
 
 
 @cuda.jit(device=True)
@@ -105,7 +108,7 @@ def penalty_ticks(fs, pi, pf):
     """Ticks per share held of the step's holding penalty: lambda, or with inventory_penalty_unit
     "sigma" lambda x sigma, sigma = sqrt(F_VOL_MSQ) the RMS mid change per step seen before it."""
     lam = pf[FP_INV_PENALTY]
-    if pi[IP_PENALTY_UNIT] == PENALTY_SIGMA:
+    if SIGMA_PENALTY and pi[IP_PENALTY_UNIT] == PENALTY_SIGMA:
         lam = lam * math.sqrt(fs[F_VOL_MSQ])
     return lam
 
@@ -160,7 +163,7 @@ def end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book
     for k in range(N_MID_HIST - 1, 0, -1):
         st[S_MID_HIST + k] = st[S_MID_HIST + k - 1]
     # the observation's mids and book come from the seen rows under a feed latency
-    st[S_MID_HIST] = mid2(book, seen_rows[row_e] * width) if pi[IP_FEED_DELAY] != 0 else mid_e
+    st[S_MID_HIST] = mid2(book, seen_rows[row_e] * width) if FEED_DELAY and pi[IP_FEED_DELAY] != 0 else mid_e
     fs[F_EQUITY] = equity
     if done:
         st[S_EPISODE] += 1
@@ -172,7 +175,7 @@ def restart(st, fs, rs, done, row_e, pi):
     """6. Branch-free auto-reset: a start is drawn every step, ``done`` selects the reset state.
     Returns the row the next observation reads (the new start, or row_e going on)."""
     start = draw_start(rs, pi)
-    synthetic = pi[IP_SYNTHETIC] != 0
+    synthetic = SYNTHETIC and pi[IP_SYNTHETIC] != 0
     if not synthetic:
         st[S_CURSOR] = start if done else st[S_CURSOR]
     select_reset(st, fs, done)
@@ -181,21 +184,22 @@ def restart(st, fs, rs, done, row_e, pi):
 
 @cuda.jit(device=True)
 def observe_next(st, fs, b, mb, at, row, row_e, mid_e, done, book, seen_rows, resp_rows, resp_ring, width, pi, pf,
-                 obs):
+                 obs, orow):
     """6. The next observation from the book row ``row`` (at ``at`` in ``mb``; the seen row of the
     global ``book`` under a feed latency); an episode that restarts fills its mid history with the
-    new start's mid. Under a response latency its own-state part is an older one (delay_own)."""
+    new start's mid. Under a response latency its own-state part is an older one (delay_own). It is
+    written to the row ``orow`` of ``obs`` (b, or the thread's row of a block's staged rows)."""
     ob_b, ob_at = mb, at
-    if pi[IP_FEED_DELAY] != 0:
+    if FEED_DELAY and pi[IP_FEED_DELAY] != 0:
         ob_b, ob_at = book, seen_rows[row] * width
         m_new = mid2(ob_b, ob_at)
     else:
         m_new = mid_e if row == row_e else mid2_of(word(mb, at + ASK_PRICE), word(mb, at + BID_PRICE))
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m_new if done else st[S_MID_HIST + k]
-    write_obs(st, fs, b, ob_b, ob_at, pi, pf, obs)
-    if pi[IP_RESP_DELAY] != 0:
-        delay_own(st, b, row, done, resp_rows, resp_ring, pi, obs)
+    write_obs(st, fs, orow, ob_b, ob_at, pi, pf, obs)
+    if RESP_DELAY and pi[IP_RESP_DELAY] != 0:
+        delay_own(st, b, row, done, resp_rows, resp_ring, pi, obs, orow)
 
 
 @cuda.jit(device=True)
@@ -209,17 +213,17 @@ def start_backtest(st, fs, rs, b, book, seen_rows, resp_rows, resp_ring, pi, pf,
         fs[r] = float64(0.0)
     for k in range(N_OUT):
         out[k, b] = float32(0.0)
-    synthetic = pi[IP_SYNTHETIC] != 0
+    synthetic = SYNTHETIC and pi[IP_SYNTHETIC] != 0
     start = draw_start(rs, pi)
     st[S_CURSOR] = 0 if synthetic else start
     select_reset(st, fs, True)
     row = b * (pi[IP_EVENTS_PER_STEP] + 1) + pi[IP_EVENTS_PER_STEP] if synthetic else st[S_CURSOR]
-    if pi[IP_FEED_DELAY] != 0:
+    if FEED_DELAY and pi[IP_FEED_DELAY] != 0:
         row = seen_rows[row]
     at = row * BOOK_COLS * pi[IP_LEVELS]
     m = mid2_of(word(book, at + ASK_PRICE), word(book, at + BID_PRICE))
     for k in range(N_MID_HIST):
         st[S_MID_HIST + k] = m
     write_obs(st, fs, b, book, at, pi, pf, obs)
-    if pi[IP_RESP_DELAY] != 0:
-        delay_own(st, b, st[S_CURSOR], True, resp_rows, resp_ring, pi, obs)
+    if RESP_DELAY and pi[IP_RESP_DELAY] != 0:
+        delay_own(st, b, st[S_CURSOR], True, resp_rows, resp_ring, pi, obs, b)

@@ -124,21 +124,22 @@ def write_obs(st, fs, b, book, at, pi, pf, obs):
 
 
 @cuda.jit(device=True)
-def delay_own(st, b, row, fresh, resp_rows, ring, pi, obs):
+def delay_own(st, b, row, fresh, resp_rows, ring, pi, obs, orow):
     """Response latency (SimParams.response_latency_ns) on the observation write_obs just wrote at
     row ``row``: its own-state values enter the ring ``ring`` (float64[N_RESP, B], layout RESP_*) as
     the newest entry, or with ``fresh`` (an episode start, known at once) fill every entry stamped
     RESP_SINCE_START; obs then shows the newest entry at a row <= resp_rows[row]. Entries are newest
     first at falling rows, so the entries at or before that row are a tail: its first is the newest.
     With none (the latency spans more step ends than the ring holds) the oldest is shown and counted
-    in S_RESP_STALE."""
+    in S_RESP_STALE. Backtest b's observation is the row ``orow`` of ``obs`` (b, or its row of a
+    block's staged rows: lobsim_step)."""
     x = OBS_PER_LEVEL * pi[IP_OBS_LEVELS] + OBX_OWN
     for e in range(RESP_RING - 1, -1, -1):
         at = e * RESP_WIDTH
         if fresh or e == 0:
             ring[at + RESP_ROW, b] = float64(RESP_SINCE_START if fresh else row)
             for k in range(N_OWN_OBS):
-                ring[at + RESP_VALUES + k, b] = float64(obs[b, x + k])
+                ring[at + RESP_VALUES + k, b] = float64(obs[orow, x + k])
         else:
             for w in range(RESP_WIDTH):
                 ring[at + w, b] = ring[at - RESP_WIDTH + w, b]
@@ -153,4 +154,4 @@ def delay_own(st, b, row, fresh, resp_rows, ring, pi, obs):
         st[S_RESP_STALE] += 1
     at = pick * RESP_WIDTH + RESP_VALUES
     for k in range(N_OWN_OBS):
-        obs[b, x + k] = float32(ring[at + k, b])
+        obs[orow, x + k] = float32(ring[at + k, b])

@@ -34,7 +34,7 @@ the observation alone, for the tests.
 """
 from __future__ import annotations
 
-from numba import cuda, float64, int32, uint32
+from numba import cuda, float32, float64, int32, uint32
 
 from alpharl.cuda_kernels.lobsim.backtest import (end_step, has_orders, observe_next, replay_event, restart,
                                                   send_orders, start_backtest)
@@ -42,6 +42,7 @@ from alpharl.cuda_kernels.lobsim.agent import activate
 from alpharl.cuda_kernels.lobsim.book import mid2_of, word
 from alpharl.cuda_kernels.lobsim.observe import write_obs
 from alpharl.cuda_kernels.lobsim.stage import copy_row, stage_rows
+from alpharl.cuda_kernels.lobsim.switches import OBS_SHAPE, OBS_STAGED, SYNTHETIC
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.sim.layout import (BOOK_COLS, F_TRIP_BASE, IP_EVENTS_PER_STEP, IP_LEVELS, IP_SYNTHETIC, N_EV_COLS, N_FP,
@@ -123,9 +124,11 @@ def lobsim_step(actions, orders, events, book, live_rows, seen_rows, resp_rows, 
     fs = cuda.local.array(N_STATE_F, float64)
     rs = cuda.local.array(1, uint32)
     n_ev = pi[IP_EVENTS_PER_STEP]
+    # the block's observation rows (OBS_STAGED builds: one thread per backtest, OBS_SHAPE = (threads, obs_dim))
+    so = cuda.shared.array(OBS_SHAPE, float32)
     nl = pi[IP_LEVELS]
     width = BOOK_COLS * nl
-    synthetic = pi[IP_SYNTHETIC] != 0
+    synthetic = SYNTHETIC and pi[IP_SYNTHETIC] != 0
     # the staging memory (stage.py); this thread's slot: book rows from word sb0 (the step's row
     # j0 + i at sb0 + i * width), the chunk's event i (1-based) at ev0 + i * N_EV_COLS
     staged = chunk > 0
@@ -196,34 +199,47 @@ def lobsim_step(actions, orders, events, book, live_rows, seen_rows, resp_rows, 
         j0 += n
         if staged:
             cuda.syncthreads()           # the next pass overwrites the rows
-    if not mine:
-        return
-    st[S_CURSOR] += n_ev - j
+    if mine:
+        st[S_CURSOR] += n_ev - j
 
-    # 5. end of step: window, forced flatten, reward, labels (row_e: the step's last book row, at
-    # at_e in mb: staged by the last chunk, or copied to the slot's first row now)
-    row_e = row0 + n_ev
-    at_e = row_e * width
-    if staged:
-        at_e = sb0 + last_n * width if staged_end else sb0
-        if not staged_end:
-            copy_row(book, row_e * width, sm, at_e, width)
-    done, mid_e = end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book, seen_rows, width, pi,
-                           pf, out, fills_i, fills_f, fills_t, times)
-
-    # 6. branch-free auto-reset, then the next observation (staged: a new start's book row is
-    # copied over the slot row of row_e, no longer needed)
-    row = restart(st, fs, rs, done, row_e, pi)
-    if row != row_e:
+        # 5. end of step: window, forced flatten, reward, labels (row_e: the step's last book row, at
+        # at_e in mb: staged by the last chunk, or copied to the slot's first row now)
+        row_e = row0 + n_ev
+        at_e = row_e * width
         if staged:
-            copy_row(book, row * width, sm, at_e, width)
-        else:
-            at_e = row * width
-    observe_next(st, fs, b, mb, at_e, row, row_e, mid_e, done, book, seen_rows, resp_rows, resp_ring, width, pi, pf,
-                 obs)
+            at_e = sb0 + last_n * width if staged_end else sb0
+            if not staged_end:
+                copy_row(book, row_e * width, sm, at_e, width)
+        done, mid_e = end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book, seen_rows, width,
+                               pi, pf, out, fills_i, fills_f, fills_t, times)
 
-    # 7. the one store of the state
-    store_state(st, fs, rs, si, sf, rng, b)
+        # 6. branch-free auto-reset, then the next observation (staged: a new start's book row is
+        # copied over the slot row of row_e, no longer needed), into the thread's row of the block's
+        # staged observations with OBS_STAGED (stored below), else straight into obs[b]
+        row = restart(st, fs, rs, done, row_e, pi)
+        if row != row_e:
+            if staged:
+                copy_row(book, row * width, sm, at_e, width)
+            else:
+                at_e = row * width
+        if OBS_STAGED:
+            observe_next(st, fs, b, mb, at_e, row, row_e, mid_e, done, book, seen_rows, resp_rows, resp_ring, width,
+                         pi, pf, so, tid)
+        else:
+            observe_next(st, fs, b, mb, at_e, row, row_e, mid_e, done, book, seen_rows, resp_rows, resp_ring, width,
+                         pi, pf, obs, b)
+
+        # 7. the one store of the state
+        store_state(st, fs, rs, si, sf, rng, b)
+    if OBS_STAGED:
+        # The block's observation rows are consecutive in obs: stored in one pass, consecutive
+        # threads on consecutive words. A thread storing its own row instead puts each warp-wide
+        # store on 32 rows, one 32-byte sector moved for every 4-byte word.
+        cuda.syncthreads()
+        dim = OBS_SHAPE[1]
+        for k in range(tid, nb * dim, nthreads):
+            r = k // dim
+            obs[first_b + r, k - r * dim] = so[r, k - r * dim]
 
 
 @kernel("void(int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], int32[:, ::1], "
