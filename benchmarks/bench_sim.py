@@ -29,6 +29,7 @@ import numpy as np
 
 import alpharl  # noqa: F401  (chooses the target before numba is imported)
 from alpharl import target
+from alpharl.sim.layout import QUEUE_MODELS
 from bench_learn import Timer  # CUDA-event timing, wall clock under the simulator (same folder)
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -154,7 +155,8 @@ def main(argv=None) -> int:
     ap.add_argument("--b", type=int, nargs="+", default=[16, 256, 4096, 65536], help="batch sizes (backtests)")
     ap.add_argument("--events-per-step", type=int, default=16, help="market events per env step")
     ap.add_argument("--episode-steps", type=int, default=512, help="episode window in steps")
-    ap.add_argument("--queue-model", default="probabilistic", choices=["risk_averse", "probabilistic"])
+    ap.add_argument("--queue-model", default="probabilistic", choices=list(QUEUE_MODELS),
+                    help="queue model (l3_fifo: price-time priority from the replayed file's order ids)")
     ap.add_argument("--latency", type=int, default=0, help="order entry latency in events")
     ap.add_argument("--synthetic", action="store_true", help="the synthetic order-flow market instead of the replay")
     ap.add_argument("--data", default=None, help="LOBSTER zip to replay (default: the AMZN 5-level sample)")
