@@ -50,8 +50,8 @@ def test_gemm_accumulators_stay_in_registers():
 
 def _product_launches() -> set[str]:
     """Names of the kernels the product code (alpharl/ but its NumPy reference, cli/) launches:
-    ``k[grid, block](...)`` on a kernel's name, a kernel handed to a call (a launch helper),
-    and the GEMM tile kernels behind ``gemm_launch``."""
+    ``k[grid, block](...)`` on a kernel's name, a kernel handed to a call (a launch helper), a kernel
+    one branch of a conditional expression picks, and the GEMM tile kernels behind ``gemm_launch``."""
     import ast
     from pathlib import Path
 
@@ -73,6 +73,8 @@ def _product_launches() -> set[str]:
                     used.add(name_of(node.func.value))
                 used.update(name_of(a) for a in node.args)
                 called.add(name_of(node.func))
+            elif isinstance(node, ast.IfExp):  # a kernel chosen by a condition, launched under another name
+                used.update((name_of(node.body), name_of(node.orelse)))
     if "gemm_launch" in called:
         used.update(k.name for k in GEMM_KERNELS.values())
     return used
