@@ -22,7 +22,7 @@ from numba import cuda
 
 from alpharl.cuda_kernels.lobsim import step as k_step
 from alpharl.cuda_kernels.lobsim import synthetic as k_syn
-from alpharl.cuda_kernels.lobsim.stage import step_launch
+from alpharl.cuda_kernels.lobsim.stage import STAGE_SMEM_BYTES, step_launch
 from alpharl.prng import STREAM_SIM, STREAM_SYNTH, seed_lanes, seed_states
 from alpharl.sim import layout as L
 from alpharl.sim.market import SyntheticMarket, check_window, latency_rows, order_arrivals, replay_stream, row_times
@@ -30,11 +30,6 @@ from alpharl.sim.outputs import StepOutputs
 from alpharl.sim.params import SimParams
 from alpharl.sim.upgrade import upgrade_state
 from alpharl.sim.variants import step_kernel, switches_for
-
-
-#: The most static shared memory a kernel may hold: a launch whose block of observations is larger
-#: (many threads, many obs levels) stores them a row per thread.
-OBS_STAGE_MAX_BYTES = 48 * 1024
 
 
 class LobSim(StepOutputs):
@@ -125,9 +120,10 @@ class LobSim(StepOutputs):
         sl = self.step_launch
         # the build without the features these parameters leave off (alpharl.sim.variants); with no
         # instructions, also without their (no-op) pass over the zeros of no_orders; a launch of one
-        # thread per backtest stores the block's observations together
+        # thread per backtest stores the block's observations together (where they fit in the shared
+        # memory a block may hold; larger blocks of observations are stored a row per thread)
         one_each = (sl.chunk == 0 and sl.per_block == sl.threads
-                    and 4 * sl.threads * self.obs_dim <= OBS_STAGE_MAX_BYTES)
+                    and 4 * sl.threads * self.obs_dim <= STAGE_SMEM_BYTES)
         kern = (step_kernel(self._switches[orders is not None], (sl.threads, self.obs_dim) if one_each else None)
                 if self.specialize else k_step.lobsim_step)
         kern[sl.grid, sl.threads, st, sl.smem_bytes](
