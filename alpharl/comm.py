@@ -12,7 +12,8 @@ hashes, the stop flag) through a ``Channel``. Three implementations:
   deterministic and identical everywhere;
 - ``NcclComm``: CuPy's NCCL bindings on the numba arrays' device pointers and the step's stream,
   imported only when built; rank 0 creates the NCCL unique id and hands it over the channel.
-  NCCL >= 2.9 lets the all-reduce be recorded in the captured step graph. NOT YET RUN ON A GPU.
+  NCCL >= 2.9 lets the all-reduce be recorded in the captured step graph. Run on one H200 with one
+  rank (eager and captured: the same bits as the plain path); never yet with several GPUs.
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import threading
 from abc import ABC, abstractmethod
 
 import numpy as np
+
+from alpharl.graph import device_pointer, stream_handle
 
 #: Seconds a rank waits for the others at a host collective before it gives up (a dead peer).
 RANK_TIMEOUT_S = 600.0
@@ -237,21 +240,10 @@ def import_nccl():
     return nccl
 
 
-def _device_pointer(array) -> int:
-    return int(array.__cuda_array_interface__["data"][0])
-
-
-def _stream_handle(stream) -> int:
-    if stream is None or stream == 0:
-        return 0
-    handle = stream.handle
-    return int(getattr(handle, "value", handle) or 0)
-
-
 class NcclComm(Communicator):
     """NCCL all-reduce on numba device arrays, on the caller's stream (recorded into the step's graph
     when that stream is being captured: NCCL >= 2.9). Rank 0 creates the unique id and broadcasts it
-    over ``channel``. NOT YET RUN ON A GPU: written to the NCCL and CuPy documentation."""
+    over ``channel``. Run with one rank on a GPU (benchmarks/ranks_check.py); not yet with several."""
 
     def __init__(self, channel: Channel):
         super().__init__(channel)
@@ -262,9 +254,9 @@ class NcclComm(Communicator):
     def allreduce_sum(self, array, stream=None) -> None:
         if array.dtype != np.float32:
             raise TypeError(f"allreduce_sum: float32 only, got {array.dtype}")
-        ptr = _device_pointer(array)
+        ptr = device_pointer(array)
         self._comm.allReduce(ptr, ptr, array.size, self._nccl.NCCL_FLOAT32, self._nccl.NCCL_SUM,
-                             _stream_handle(stream))
+                             stream_handle(stream))
 
     def close(self) -> None:
         if getattr(self, "_comm", None) is not None:

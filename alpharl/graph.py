@@ -35,12 +35,24 @@ def _check_count(result):
     return result[-1]
 
 
+def stream_handle(stream) -> int:
+    """The CUstream address of a numba stream (0 for the default stream: 0 or None), as the libraries
+    that launch on the caller's stream take it (NCCL, cuBLASLt, the driver's capture calls)."""
+    if stream is None or stream == 0:
+        return 0
+    handle = stream.handle
+    return int(getattr(handle, "value", handle) or 0)  # ctypes c_void_p or an int-like binding object
+
+
+def device_pointer(array) -> int:
+    """The device address of a numba device array (or view)."""
+    return int(array.__cuda_array_interface__["data"][0])
+
+
 def _raw_stream(stream):
     from cuda.bindings import driver as drv
 
-    handle = stream.handle
-    value = getattr(handle, "value", handle)  # ctypes c_void_p or an int-like binding object
-    return drv.CUstream(int(value))
+    return drv.CUstream(stream_handle(stream))
 
 
 def chain_depths(ids, edges) -> dict:

@@ -52,6 +52,8 @@ from __future__ import annotations
 import numpy as np
 
 from alpharl import target
+from alpharl.graph import device_pointer as _ptr
+from alpharl.graph import stream_handle as _stream_handle
 from alpharl.sizes import cdiv
 
 #: --tensor-cores: off = the numba kernels always; on = cuBLASLt for every product of TC_LAYERS;
@@ -134,18 +136,6 @@ def tensor_gemm(mode: str) -> "TensorGemm | None":
             raise TensorCoreError(f"--tensor-cores on: {why}")
         return None
     return TensorGemm(mode)
-
-
-def _ptr(arr) -> int:
-    """Device address of a numba device array (or view)."""
-    return int(arr.__cuda_array_interface__["data"][0])
-
-
-def _stream_handle(stream) -> int:
-    if stream == 0 or stream is None:
-        return 0
-    h = stream.handle
-    return int(getattr(h, "value", h) or 0)
 
 
 def _align(ptr: int) -> int:
