@@ -103,17 +103,7 @@ class Timer:
 def device_us(timer: Timer, fn, iters: int, warmup: int) -> float:
     """µs per call of fn (launches on timer.stream): replayed from a graph of KERNEL_REPEATS calls on the
     GPU, eager on the simulator."""
-    if target.on_simulator():
-        return timer.time_us(fn, iters, warmup)
-    from alpharl.graph import CapturedGraph
-
-    fn()   # once eagerly: the update may have run this product on another stream
-    timer.stream.synchronize()
-    g = CapturedGraph(timer.stream, lambda: [fn() for _ in range(KERNEL_REPEATS)])
-    try:
-        return timer.time_us(g.replay, iters, warmup) / KERNEL_REPEATS
-    finally:
-        g.close()
+    return _timed(fn, timer.stream, timer, iters, warmup, False, KERNEL_REPEATS)[0]
 
 
 def _batches(b: int, m: int, d: int, rng):
@@ -137,18 +127,19 @@ def replay_rows(n: int, d: int, rng) -> tuple:
             (rng.uniform(size=n) < 0.1).astype(np.float32), obs[1])
 
 
-def _timed(fn, stream, timer, iters: int, warmup: int, eager: bool) -> tuple[float, str]:
-    """µs per call of ``fn`` after one call that compiles every kernel it launches, replayed as a CUDA
-    graph unless ``eager`` or on the simulator; and how it ran."""
+def _timed(fn, stream, timer, iters: int, warmup: int, eager: bool, repeats: int = 1) -> tuple[float, str]:
+    """µs per call of ``fn`` after one call that compiles every kernel it launches (and, for a product the
+    update ran on another stream, makes its plan for this one), replayed from a CUDA graph of ``repeats``
+    calls unless ``eager`` or on the simulator; and how it ran."""
     fn()
     stream.synchronize()
     if eager or target.on_simulator():
         return timer.time_us(fn, iters, warmup), "eager"
     from alpharl.graph import CapturedGraph
 
-    graph = CapturedGraph(stream, fn)
+    graph = CapturedGraph(stream, fn if repeats == 1 else lambda: [fn() for _ in range(repeats)])
     try:
-        return timer.time_us(graph.replay, iters, warmup), f"graph ({graph.n_nodes} nodes)"
+        return timer.time_us(graph.replay, iters, warmup) / repeats, f"graph ({graph.n_nodes} nodes)"
     finally:
         graph.close()
 
