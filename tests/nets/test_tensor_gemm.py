@@ -88,6 +88,30 @@ def test_simulator_always_runs_the_numba_kernels():
     assert learner.tc is None and learner.launch.tc is None and all(s.tc is None for s in learner.side_launch)
 
 
+@pytest.mark.parametrize("gate", [1, 0])
+def test_tanh_passes_vs_numpy(rng, gate):
+    """The epilogue passes of the tensor-core path (rl_tanh_rows, rl_tanh_grad_rows) against NumPy on
+    random inputs: every element below ``size`` written, the tail beyond it and a gated-off launch left as
+    they were (they run on any target, so the simulator checks them too)."""
+    size, n = 300, 320   # two blocks of ELEMWISE_BLOCK, the second partly past size
+    grid = -(-size // G.ELEMWISE_BLOCK)
+    g = cuda.to_device(np.array([gate], np.int32))
+    y0 = nonzero_uniform(rng, n, -3.0, 3.0)
+    y = cuda.to_device(y0)
+    G.rl_tanh_rows[grid, G.ELEMWISE_BLOCK](g, y, np.int32(size))
+    want = y0.copy()
+    if gate:
+        want[:size] = np.tanh(y0[:size].astype(np.float64))
+    np.testing.assert_allclose(y.copy_to_host(), want, rtol=1e-6, atol=1e-7)
+    dx0, yt = nonzero_uniform(rng, n), nonzero_uniform(rng, n, -0.99, 0.99)
+    dx = cuda.to_device(dx0)
+    G.rl_tanh_grad_rows[grid, G.ELEMWISE_BLOCK](g, dx, cuda.to_device(yt), np.int32(size))
+    want = dx0.copy()
+    if gate:
+        want[:size] = dx0[:size].astype(np.float64) * (1.0 - yt[:size].astype(np.float64) ** 2)
+    np.testing.assert_allclose(dx.copy_to_host(), want, rtol=1e-6, atol=1e-7)
+
+
 # ------------------------------------------------------------------ a GPU with nvmath-python
 @pytest.fixture
 def tc():
