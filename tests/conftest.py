@@ -19,9 +19,9 @@ from alpharl.lobster.cache import CACHE_DIR_ENV
 from support import SEED_ENV, WORKER_SEED_KEY, node_seed
 
 if target.on_simulator() and os.environ.get("ALPHARL_SIM_BLOCKS") != "stock":
-    # The simulator's thread blocks without its busy wait: the same schedule, about half the time
-    # (tests/simblocks.py; tests/test_simblocks.py compares it with the stock one). ALPHARL_SIM_BLOCKS=stock
-    # keeps numba's own.
+    # The simulator's thread blocks without its busy wait: the same schedule, about half the time; and its
+    # device-function calls without a module swap each (a third of a small GEMM's time) (tests/simblocks.py;
+    # tests/test_simblocks.py compares both with the stock ones). ALPHARL_SIM_BLOCKS=stock keeps numba's own.
     import simblocks
 
     simblocks.install()

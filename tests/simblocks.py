@@ -8,12 +8,23 @@ same way (every thread runs until it reaches syncthreads or ends; when every thr
 is blocked, all are released at once; the first exception of a thread aborts the others and is
 raised) but the managing thread sleeps on a condition that the simulated threads notify, so the
 GIL goes to them. tests/test_simblocks.py runs kernels under both schedulers and compares.
+
+Device functions: each call of a ``device=True`` function inside a launch enters the simulator's
+``swapped_cuda_module`` (a global lock, a per-module lock, an import and a generator context) to
+point its module's ``cuda`` at the launch's fake module, and leaves it after the call; the GEMMs'
+float-pair helpers alone make a few thousand such calls a thread, about a third of a small
+product's time. ``launch`` below keeps the swap of each module a launch has called into open until
+the launch ends, so every later call of that launch is a plain Python call of the same function on
+the same fake module (a launch runs alone and the host waits on it; nothing else reads those
+modules' ``cuda`` meanwhile).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from numba.cuda.simulator import kernel as _sim_kernel
+from numba.cuda.simulator import kernelapi as _sim_api
 
 #: The simulator's own scheduler (kept for tests/test_simblocks.py and to undo ``install``).
 STOCK_BLOCK_MANAGER = _sim_kernel.BlockManager
@@ -89,10 +100,52 @@ class BlockManager(STOCK_BLOCK_MANAGER):
                 self.cond.wait()
 
 
+#: The simulator's own kernel and device-function call (kept for tests/test_simblocks.py and ``uninstall``).
+STOCK_CALL = _sim_kernel.FakeCUDAKernel.__call__
+
+
+class _Swaps:
+    """The modules a running launch has swapped to its fake cuda module, held until it ends."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.held: set[int] = set()
+        self.stack: contextlib.ExitStack | None = None
+
+
+_SWAPS = _Swaps()
+
+
+def launch(self, *args):
+    """FakeCUDAKernel.__call__ with each module's swap entered once a launch (module docstring)."""
+    context = _sim_kernel._kernel_context
+    if context is None:  # a launch from the host (or a device function called outside any launch)
+        if self._device:
+            return STOCK_CALL(self, *args)
+        with contextlib.ExitStack() as stack:
+            _SWAPS.stack = stack
+            try:
+                return STOCK_CALL(self, *args)
+            finally:
+                _SWAPS.stack = None
+                _SWAPS.held.clear()
+    if _SWAPS.stack is None:  # inside a launch this module did not start: the stock call
+        return STOCK_CALL(self, *args)
+    globs = self.fn.__globals__
+    if id(globs) not in _SWAPS.held:
+        with _SWAPS.lock:
+            if id(globs) not in _SWAPS.held:
+                _SWAPS.stack.enter_context(_sim_api.swapped_cuda_module(self.fn, context))
+                _SWAPS.held.add(id(globs))
+    return self.fn(*args)
+
+
 def install() -> None:
-    """Launches of simulated kernels use this module's BlockManager from now on."""
+    """Launches of simulated kernels use this module's BlockManager and device-function calls from now on."""
     _sim_kernel.BlockManager = BlockManager
+    _sim_kernel.FakeCUDAKernel.__call__ = launch
 
 
 def uninstall() -> None:
     _sim_kernel.BlockManager = STOCK_BLOCK_MANAGER
+    _sim_kernel.FakeCUDAKernel.__call__ = STOCK_CALL

@@ -1,6 +1,8 @@
 """tests/simblocks.py, the simulator's block scheduler the suite runs under, against numba's own:
 barriers (syncthreads and its count / and / or forms), threads that leave early, several blocks,
-and a thread's exception, raised from the launch and stopping the other threads."""
+and a thread's exception, raised from the launch and stopping the other threads; its device-function
+calls (each module's swap held for the launch) against the stock per-call swap, the modules' own
+``cuda`` back after every launch, a failed one too."""
 import numpy as np
 import pytest
 from numba import cuda
@@ -12,6 +14,8 @@ pytestmark = pytest.mark.skipif(not target.on_simulator(), reason="the CUDA simu
 if target.on_simulator():
     import simblocks
     from numba.cuda.simulator import kernel as sim_kernel
+
+    from alpharl.cuda_kernels import reductions
 
 N = 64
 
@@ -92,3 +96,40 @@ def test_a_threads_exception_is_raised_from_the_launch(stock, rng, monkeypatch):
     x = rng.uniform(1, 2, N)
     _fail_on[1, N](x, np.array([N]), out)
     np.testing.assert_array_equal(out, x)
+
+
+@cuda.jit(device=True)
+def _lane_value(x):
+    """A device function of this module reading the launch's thread index through its ``cuda``."""
+    return x[cuda.blockIdx.x * N + cuda.threadIdx.x]
+
+
+@cuda.jit
+def _sum_through_device_functions(x, out, bad):
+    """Each block's sum through tree_sum (another module's device function, with barriers inside);
+    thread bad[0] of block 1 writes past the end of out."""
+    sh = cuda.shared.array(N, np.float64)
+    t = cuda.threadIdx.x
+    sh[t] = _lane_value(x)
+    cuda.syncthreads()
+    reductions.tree_sum(sh, t, N)
+    if cuda.blockIdx.x == 1 and t == bad[0]:
+        out[out.shape[0] + t] = 1.0
+    if t == 0:
+        out[cuda.blockIdx.x] = sh[0]
+
+
+@pytest.mark.parametrize("stock", [False, True], ids=["simblocks", "stock"])
+def test_device_function_calls_as_numba_runs_them(stock, rng, monkeypatch):
+    monkeypatch.setattr(sim_kernel.FakeCUDAKernel, "__call__", simblocks.STOCK_CALL if stock else simblocks.launch)
+    real = {"tests": globals()["cuda"], "reductions": reductions.cuda}
+    x = rng.uniform(-1, 1, 3 * N)
+    out = np.full(3, np.nan)
+    _sum_through_device_functions[3, N](x, out, np.array([N]))
+    np.testing.assert_allclose(out, x.reshape(3, N).sum(axis=1), rtol=1e-12)
+    assert {"tests": globals()["cuda"], "reductions": reductions.cuda} == real
+    bad = int(rng.integers(0, N))
+    with pytest.raises(IndexError, match=rf"tid=\[{bad}, 0, 0\] ctaid=\[1, 0, 0\]"):
+        _sum_through_device_functions[3, N](x, out, np.array([bad]))
+    assert {"tests": globals()["cuda"], "reductions": reductions.cuda} == real
+    assert real["reductions"] is cuda  # numba's own module, not a launch's fake one
