@@ -17,12 +17,21 @@ product's time. ``launch`` below keeps the swap of each module a launch has call
 the launch ends, so every later call of that launch is a plain Python call of the same function on
 the same fake module (a launch runs alone and the host waits on it; nothing else reads those
 modules' ``cuda`` meanwhile).
+
+Scalar casts: ``uint64(i)``, ``float32(x)`` in a kernel call numba's ``Type.__call__``, which imports
+``signature`` and runs an abstract-class isinstance test on every call before numpy's cast; those
+two take most of a cast's time, and the GEMMs' index arithmetic and float-pair helpers cast on every
+K step. ``cast`` below tests a Python or numpy scalar by its class first and calls the same
+``cast_python_value`` (anything else goes the stock way: a type's signature, another value).
 """
 from __future__ import annotations
 
 import contextlib
 import threading
 
+import numpy as np
+from numba.core.types import abstract as _types
+from numba.core.typing import signature as _signature
 from numba.cuda.simulator import kernel as _sim_kernel
 from numba.cuda.simulator import kernelapi as _sim_api
 
@@ -140,12 +149,29 @@ def launch(self, *args):
     return self.fn(*args)
 
 
+#: numba's own call of a type (kept for tests/test_simblocks.py and ``uninstall``).
+STOCK_TYPE_CALL = _types.Type.__call__
+#: Classes of the values a kernel casts (none of them a numba type).
+_SCALARS = (int, float, bool)
+
+
+def cast(self, *args):
+    """numba's Type.__call__ without its per-call import and, for a scalar, its abstract-class test."""
+    if len(args) == 1:
+        value = args[0]
+        if type(value) in _SCALARS or isinstance(value, np.generic) or not isinstance(value, _types.Type):
+            return self.cast_python_value(value)
+    return _signature(self, *args)
+
+
 def install() -> None:
-    """Launches of simulated kernels use this module's BlockManager and device-function calls from now on."""
+    """Launches of simulated kernels use this module's BlockManager, device-function calls and casts from now on."""
     _sim_kernel.BlockManager = BlockManager
     _sim_kernel.FakeCUDAKernel.__call__ = launch
+    _types.Type.__call__ = cast
 
 
 def uninstall() -> None:
     _sim_kernel.BlockManager = STOCK_BLOCK_MANAGER
     _sim_kernel.FakeCUDAKernel.__call__ = STOCK_CALL
+    _types.Type.__call__ = STOCK_TYPE_CALL
