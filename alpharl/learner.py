@@ -74,6 +74,7 @@ from alpharl.graph import Branches
 from alpharl.nets import MODULES, Launcher, Nets, dw_partial_size
 from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
 from alpharl.tensor_gemm import tensor_gemm
+from alpharl.views import Views
 
 
 #: The update's side branches (``Branches`` indices): the narrow layers' weight gather, the target
@@ -114,6 +115,7 @@ class Learner:
         self.stream = stream
         self.tc = tensor_gemm(tensor_cores)
         self.launch = Launcher(stream, self.tc)
+        self.views = Views()  # the update's row ranges of its buffers, sliced once (alpharl.views)
         self.branches = Branches(stream, N_BRANCHES)
         self.side_launch = [Launcher(side, self.tc) for side in self.branches.sides]
         if self.tc is not None:   # the ones vector of the db products: up to B + M rows (the encoder's)
@@ -196,7 +198,8 @@ class Learner:
         i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
         eb = lambda n: (cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
-        hv = lambda buf, r0, r1: buf[r0 * h:r1 * h]  # noqa: E731  (rows [r0, r1) of a [*, hidden] buffer)
+        V = self.views
+        hv = lambda buf, r0, r1: V(buf, r0 * h, r1 * h)  # noqa: E731  (rows [r0, r1) of a [*, hidden] buffer)
         offs = self.narrow_offsets
 
         br, sl = self.branches, self.side_launch
@@ -206,7 +209,7 @@ class Learner:
         br.fork(NARROW_W)
         sl[NARROW_W].narrow_gather_w(gate, p, offs, self.w_narrow)
         br.fork(TARGET)
-        sl[TARGET].forward(gate, self.x0[o_sp * d:o_tp1 * d], m, L["enc.l1"], tg, self.th1, TANH)
+        sl[TARGET].forward(gate, V(self.x0, o_sp * d, o_tp1 * d), m, L["enc.l1"], tg, self.th1, TANH)
         sl[TARGET].forward(gate, self.th1, m, L["enc.l2"], tg, self.th, TANH)
         sl[TARGET].forward(gate, self.th, m, L["q.adv"], tg, self.t_adv, NONE)
         sl[TARGET].forward(gate, self.th, m, L["q.val"], tg, self.t_val, NONE)
@@ -224,28 +227,28 @@ class Learner:
         # (f) BCE and AUX
         s = self.loss_stride
         pst = br.fork(ENV_ROWS)
-        VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, pst](self.v_out[:b], self.v_dq[:b], i32(b), isv, gate)
+        VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, pst](V(self.v_out, 0, b), V(self.v_dq, 0, b), i32(b), isv, gate)
         if gae is not None:  # GAE over the rollout: its last slice's and s_T's values from this forward
             last = b - n_next
             rl_gae[1, GAE_BLOCK, pst](
-                gate, gae.reward, gae.done, gae.v_used, self.v_out[last:b], self.v_dq[last:b],
-                self.v_out[o_tp1:o_tp1 + n_next], self.v_dq[o_tp1:o_tp1 + n_next], i32(b // n_next), i32(n_next),
+                gate, gae.reward, gae.done, gae.v_used, V(self.v_out, last, b), V(self.v_dq, last, b),
+                V(self.v_out, o_tp1, o_tp1 + n_next), V(self.v_dq, o_tp1, o_tp1 + n_next), i32(b // n_next), i32(n_next),
                 np.float32(gae.lam), isv, self.advantage, self.ret, self.ppo_adv)
         rl_env_rows[cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, pst](
-            gate, i32(mode), self.v_out[:b], self.v_dq[:b], self.v_out[o_tp1:o_tp1 + n_next],
-            self.v_dq[o_tp1:o_tp1 + n_next], env.reward, env.done, self.pi_logits, env.action, env.logp_old,
+            gate, i32(mode), V(self.v_out, 0, b), V(self.v_dq, 0, b), V(self.v_out, o_tp1, o_tp1 + n_next),
+            V(self.v_dq, o_tp1, o_tp1 + n_next), env.reward, env.done, self.pi_logits, env.action, env.logp_old,
             self.ppo_adv, self.bce_out, env.label_up, self.aux_out, env.label_ret, i32(b), i32(n_next), isv, i32(s),
             self.v_used, self.v_used_next, self.advantage, self.ret, self.d_pi, self.entropy, self.kl, self.ratio,
             self.dv, self.dbce, self.daux, self.losses)
 
         # 4. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
         argmax_expected_q[(*argmax_expected_q_grid(m), st)](
-            gate, self.q_adv[m * nq:2 * m * nq], self.q_val[o_sp * N_ATOMS:o_tp1 * N_ATOMS], i32(m), isv,
+            gate, V(self.q_adv, m * nq, 2 * m * nq), V(self.q_val, o_sp * N_ATOMS, o_tp1 * N_ATOMS), i32(m), isv,
             self.a_star)
         br.join(TARGET)
         KL.rl_c51_loss[(*KL.c51_grid(m), st)](
-            gate, self.q_adv[:m * nq], self.q_val[o_s * N_ATOMS:o_sp * N_ATOMS], rep.action, self.t_adv, self.t_val,
-            self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val, self.losses[:m],
+            gate, V(self.q_adv, 0, m * nq), V(self.q_val, o_s * N_ATOMS, o_sp * N_ATOMS), rep.action, self.t_adv, self.t_val,
+            self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val, V(self.losses, 0, m),
             self.td)
         h_s = hv(self.h, o_s, o_sp)
         br.fork(Q_DW)
@@ -274,7 +277,7 @@ class Learner:
         n_pv = 0 if mode == ENV_COLLECT else b
         KL.rl_loss_means[KL.N_LOSSES, KL.REDUCE_BLOCK, est](gate, self.losses, i32(s), i32(m), i32(b), i32(n_pv), isv)
         ln.backward_dx(gate, dh_g, grows, L["enc.l2"], p, hv(self.dh1, 0, grows), accumulate=False, y_tanh=h1_g)
-        ln.backward_dw(gate, self.x0[:grows * d], hv(self.dh1, 0, grows), grows, L["enc.l1"], gr, self.partial)
+        ln.backward_dw(gate, V(self.x0, 0, grows * d), hv(self.dh1, 0, grows), grows, L["enc.l1"], gr, self.partial)
         br.join(NARROW_DW)
         br.join(Q_DW)
         br.join(ENC_DW)
@@ -304,7 +307,7 @@ class Learner:
         ln.forward(gate, _flat(obs), b, L["enc.l1"], p, self.h1, G.ACT_TANH)
         ln.forward(gate, self.h1, b, L["enc.l2"], p, self.h, G.ACT_TANH)
         ln.forward(gate, self.h, b, L["pi.out"], p, self.pi_logits, G.ACT_NONE)
-        return self.pi_logits[:b * N_ACTIONS].reshape(b, N_ACTIONS)
+        return self.views(self.pi_logits, 0, b * N_ACTIONS, (b, N_ACTIONS))
 
     def soft_update(self, isv) -> None:
         """theta_target <- tau theta + (1 - tau) theta_target over encoder + Q (once per env step, not gated)."""

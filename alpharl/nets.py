@@ -43,6 +43,7 @@ from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets import narrow as KN
 from alpharl.sizes import HIDDEN, N_ACTIONS, N_ATOMS, cdiv
+from alpharl.views import Views
 
 #: Modules in ISV slot order (module index k <-> RL_LR_Q + k, RL_OBS_Q_GRAD_NORM + k, ...).
 MODULES = ("q", "pi", "v", "bce", "aux", "enc")
@@ -238,6 +239,7 @@ class Launcher:
         if tc is not None:
             tc.reserve(stream)
         self.dummy = cuda.to_device(np.zeros(1, np.float32))
+        self.views = Views()  # the layers' blocks of params / grads, sliced once (alpharl.views)
 
     def _tc(self, kind: str, layer: Layer, rows: int) -> bool:
         return self.tc is not None and self.tc.wants(kind, layer, rows)
@@ -249,9 +251,9 @@ class Launcher:
             return
         k, grid, block = G.gemm_launch(rows, layer.n_out)
         k[grid, block, self.stream](
-            gate, x, params[layer.w], params[layer.b], self.dummy, out, np.int32(rows), np.int32(layer.n_out),
-            np.int32(layer.k_in), np.int32(layer.k_in), np.int32(1), np.int32(layer.n_out), np.int32(1),
-            np.int32(layer.k_in), np.int32(1), np.int32(act), np.int32(0), np.int32(0))
+            gate, x, self.views.of(params, layer.w), self.views.of(params, layer.b), self.dummy, out, np.int32(rows),
+            np.int32(layer.n_out), np.int32(layer.k_in), np.int32(layer.k_in), np.int32(1), np.int32(layer.n_out),
+            np.int32(1), np.int32(layer.k_in), np.int32(1), np.int32(act), np.int32(0), np.int32(0))
 
     def narrow_gather_w(self, gate, params, offsets, w_narrow) -> None:
         """w_narrow [(hidden + 1), N_COLS] = the narrow layers' [W; b] blocks side by side (one launch)."""
@@ -284,7 +286,7 @@ class Launcher:
         k, grid, block = G.gemm_launch(rows, layer.k_in)
         act = G.ACT_NONE if y_tanh is None else G.ACT_TANH_GRAD
         k[grid, block, self.stream](
-            gate, dy, params[layer.w], self.dummy, self.dummy if y_tanh is None else y_tanh, out,
+            gate, dy, self.views.of(params, layer.w), self.dummy, self.dummy if y_tanh is None else y_tanh, out,
             np.int32(rows), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(layer.n_out), np.int32(1),
             np.int32(1), np.int32(layer.n_out), np.int32(layer.n_out), np.int32(0), np.int32(act),
             np.int32(1 if accumulate else 0), np.int32(0))
@@ -298,7 +300,7 @@ class Launcher:
         splits, k_split, shape = dw_split(rows, layer.k_in, layer.n_out)
         k, grid, block = G.gemm_launch(layer.k_in, layer.n_out, splits, shape)
         # One split (up to DW_SPLIT_MIN_ROWS rows): the GEMM writes [dW; db] itself, no reduce launch.
-        out = grads[layer.block] if splits == 1 else partial
+        out = self.views.of(grads, layer.block) if splits == 1 else partial
         k[grid, block, self.stream](
             gate, x, dy, self.dummy, self.dummy, out, np.int32(layer.k_in), np.int32(layer.n_out),
             np.int32(rows), np.int32(1), np.int32(layer.k_in), np.int32(layer.n_out), np.int32(1),
@@ -307,4 +309,4 @@ class Launcher:
             size = layer.size
             grid, block = G.split_reduce_launch(size)
             G.rl_split_reduce[grid, block, self.stream](
-                gate, partial, np.int32(splits), np.int32(size), grads[layer.block])
+                gate, partial, np.int32(splits), np.int32(size), self.views.of(grads, layer.block))

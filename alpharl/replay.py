@@ -32,6 +32,7 @@ from numba import cuda
 from alpharl.batches import ReplayBatch
 from alpharl.cuda_kernels.replay import per as K
 from alpharl.prng import STREAM_REPLAY, seed_states
+from alpharl.views import Views
 
 #: Arrays saved by state_dict (everything but the CDF and draw scratch and the open gate). Their names are the
 #: checkpoint's keys (``replay.<name>``), kept as they are so that older checkpoints load: the stored
@@ -83,6 +84,7 @@ class PrioritizedReplay:
         self.capacity, self.obs_dim, self.max_batch, self.seed = capacity, obs_dim, max_batch, seed
         self.stream = 0 if stream is None else stream
         self.grid_above = grid_above
+        self.views = Views()  # the minibatch's first m rows, sliced once per m (alpharl.views)
         for name, host in initial_arrays(capacity, obs_dim, max_batch, seed).items():
             setattr(self, name, self._to_storage(host))
 
@@ -148,8 +150,9 @@ class PrioritizedReplay:
         self._launch(K.rl_per_gather, K.copy_grid(m * self.obs_dim), K.COPY_BLOCK, self._gate(gate),
                      self.mb_idx, np.int32(m), self.obs_s, self.action, self.reward, self.done, self.obs_s2,
                      self.mb_obs_s, self.mb_action, self.mb_reward, self.mb_done, self.mb_obs_s2, stream=stream)
-        return ReplayBatch(self.mb_obs_s[:m], self.mb_action[:m], self.mb_reward[:m], self.mb_done[:m],
-                           self.mb_obs_s2[:m], self.mb_weight[:m], self.mb_idx[:m])
+        v = self.views
+        return ReplayBatch(v(self.mb_obs_s, 0, m), v(self.mb_action, 0, m), v(self.mb_reward, 0, m),
+                           v(self.mb_done, 0, m), v(self.mb_obs_s2, 0, m), v(self.mb_weight, 0, m), v(self.mb_idx, 0, m))
 
     def sample(self, isv, m: int | None = None, gate=None, stream=None) -> ReplayBatch:
         """``draw`` then ``gather``: a prioritized minibatch of m rows (default max_batch).

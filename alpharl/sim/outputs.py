@@ -12,22 +12,27 @@ from alpharl.prng import STREAM_SIM, seed_lanes
 from alpharl.sim import layout as L
 from alpharl.sim.market import latency_rows, order_arrivals, row_times
 from alpharl.sim.upgrade import upgrade_state
+from alpharl.views import Views
 
 
 class StepOutputs:
-    """Named views of ``self.out``'s rows (float32[B] each, device or host as ``out`` is)."""
+    """Named views of ``self.out``'s rows (float32[B] each, device or host as ``out`` is), each made once
+    (alpharl.views: a step reads them several times)."""
 
     def output(self, k: int):
         """Row k (alpharl.sim.layout OUT_*) of the per-step outputs: a float32[B] array."""
-        return self.out[k]
+        views = self.__dict__.get("_out_views")
+        if views is None:
+            views = self._out_views = Views()
+        return views(self.out, k)
 
-    reward = property(lambda self: self.out[L.OUT_REWARD], doc="float32[B]: equity change over the step, $")
-    done = property(lambda self: self.out[L.OUT_DONE], doc="float32[B]: 1.0 where the episode ended")
-    truncated = property(lambda self: self.out[L.OUT_TRUNCATED], doc="float32[B]: 1.0 where the window ran out")
-    trade_done = property(lambda self: self.out[L.OUT_TRADE_DONE], doc="float32[B]: 1.0 where a trade ended")
-    trade_pnl = property(lambda self: self.out[L.OUT_TRADE_PNL], doc="float32[B]: PnL of the trade that ended, $")
-    label_up = property(lambda self: self.out[L.OUT_LABEL_UP], doc="float32[B]: 1.0 where the mid rose this step")
-    label_ret = property(lambda self: self.out[L.OUT_LABEL_RET], doc="float32[B]: relative mid change this step")
+    reward = property(lambda self: self.output(L.OUT_REWARD), doc="float32[B]: equity change over the step, $")
+    done = property(lambda self: self.output(L.OUT_DONE), doc="float32[B]: 1.0 where the episode ended")
+    truncated = property(lambda self: self.output(L.OUT_TRUNCATED), doc="float32[B]: 1.0 where the window ran out")
+    trade_done = property(lambda self: self.output(L.OUT_TRADE_DONE), doc="float32[B]: 1.0 where a trade ended")
+    trade_pnl = property(lambda self: self.output(L.OUT_TRADE_PNL), doc="float32[B]: PnL of the trade that ended, $")
+    label_up = property(lambda self: self.output(L.OUT_LABEL_UP), doc="float32[B]: 1.0 where the mid rose this step")
+    label_ret = property(lambda self: self.output(L.OUT_LABEL_RET), doc="float32[B]: relative mid change this step")
 
 
 class HostState:
