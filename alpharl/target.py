@@ -109,8 +109,13 @@ SIM_OVERRIDES: dict[str, str] = {
     "nets.gemm.SPLIT_COLS": "rl_split_reduce: one group of 256 outputs, one thread an output, instead of 32 "
                             "columns x 8 groups (the same sums; fewer Python threads)",
     "nets.gemm.SPLIT_GROUPS": "see nets.gemm.SPLIT_COLS",
-    "nets.adam.GUARD_BLOCK": "rl_grad_guard's block: 256 threads instead of 1024, the same code at another "
+    "nets.adam.GUARD_BLOCK": "rl_grad_guard's block: 32 threads instead of 1024, the same code at another "
                              "power-of-two width (tree_sum)",
+    "reductions.REDUCE_BLOCK": "the single-block reductions (norms, the step's batch moments, the loss means): 32 "
+                               "threads instead of 256, the same block-stride loop and tree at another "
+                               "power-of-two width",
+    "controllers.v_blend.V_BLEND_CTRL_BLOCK": "the V-blend controller's reduction: 32 threads instead of 1024, "
+                                              "the same block-stride loop and tree at another width",
     "registry.options": "code-generation options (max_registers) mean nothing to the simulator, whose jit does "
                         "not take them",
 }

@@ -13,10 +13,12 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from numba import cuda, float32, float64
 
+from alpharl import target
 from alpharl.cuda_kernels.registry import kernel
 
-#: Threads of the single-block reductions (seed: 256-thread single-block reduce).
-REDUCE_BLOCK = 256
+#: Threads of the single-block reductions (seed: 256-thread single-block reduce; 32 under the CUDA
+#: simulator, whose cost is its thread count: alpharl.target.SIM_OVERRIDES).
+REDUCE_BLOCK = target.gpu_or_sim("reductions.REDUCE_BLOCK", gpu=256, sim=32)
 
 
 @cuda.jit(device=True)

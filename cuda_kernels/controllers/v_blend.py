@@ -10,13 +10,15 @@ observation as is.
 """
 from numba import cuda, float32
 
+from alpharl import target
 from alpharl.cuda_kernels.controllers.common import clampf, ema_update, finite
 from alpharl.cuda_kernels.reductions import tree_sum
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import RL_NAN_SIGNALS, RL_V_BLEND_ALPHA, RL_V_SCALAR_MAG_EMA, RL_V_TRACK_ERR_EMA
 
-#: Controller launch: grid (1,1,1), block (1024,1,1) (seed).
-V_BLEND_CTRL_BLOCK = 1024
+#: Controller launch: grid (1,1,1), block (1024,1,1) (seed; 32 under the CUDA simulator, whose cost is its
+#: thread count: alpharl.target.SIM_OVERRIDES).
+V_BLEND_CTRL_BLOCK = target.gpu_or_sim("controllers.v_blend.V_BLEND_CTRL_BLOCK", gpu=1024, sim=32)
 #: Blend launch: grid (ceil(B/256),1,1), block (256,1,1) (seed).
 V_BLEND_BLOCK = 256
 #: Tracking ratio the controller aims for: V_dq within 20% of |V_scalar|.

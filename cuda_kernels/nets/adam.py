@@ -58,7 +58,7 @@ TABLE_COLS = 7
 #: Threads of rl_grad_guard's one block per module (a power of two: tree_sum). Under the CUDA
 #: simulator, whose cost is its thread count (a Python thread each), 256: the same code at another
 #: power-of-two width.
-GUARD_BLOCK = target.gpu_or_sim("nets.adam.GUARD_BLOCK", gpu=1024, sim=256)
+GUARD_BLOCK = target.gpu_or_sim("nets.adam.GUARD_BLOCK", gpu=1024, sim=32)
 #: rl_grad_guard's module mask with every module learning.
 MASK_ALL = (1 << N_MODULES) - 1
 #: Per-module device state, int32 [N_MODULES, STATE_COLS]: Adam step t, armed flag.
