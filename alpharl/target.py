@@ -106,6 +106,9 @@ SIM_OVERRIDES: dict[str, str] = {
                        "through struct instead of a register move",
     "nets.gemm.small_tiles": "gemm_shape keeps the 64-row tiles for small products instead of 32 x 32 (a quarter "
                              "of the threads); the 32 x 32 shape has its own tests (tests/nets/test_nets_gemm.py)",
+    "nets.gemm.BLOCK": "the GEMM block is 8 x 8 threads instead of 16 x 16 (tiles a quarter of the GPU's, the "
+                       "same kernel code with other constants: tile_of, the loads' thread slots and the "
+                       "epilogue all follow BLOCK_X / BLOCK_Y)",
     "nets.gemm.SPLIT_COLS": "rl_split_reduce: one group of 256 outputs, one thread an output, instead of 32 "
                             "columns x 8 groups (the same sums; fewer Python threads)",
     "nets.gemm.SPLIT_GROUPS": "see nets.gemm.SPLIT_COLS",

@@ -51,9 +51,11 @@ from alpharl import target
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.sizes import cdiv
 
-#: Block shape: (BLOCK_X, BLOCK_Y) threads.
-BLOCK_X = 16
-BLOCK_Y = 16
+#: Block shape: (BLOCK_X, BLOCK_Y) threads (8 x 8 under the CUDA simulator, whose cost is its thread
+#: count: every tile is then a quarter of the GPU's, the same code with other constants).
+GPU_BLOCK = 16
+BLOCK_X = target.gpu_or_sim("nets.gemm.BLOCK", gpu=GPU_BLOCK, sim=8)
+BLOCK_Y = BLOCK_X
 GEMM_THREADS = BLOCK_X * BLOCK_Y
 #: Padding (in float pairs) of the shared tiles' rows: column-wise stores hit distinct banks.
 SMEM_PAD = 1
@@ -354,7 +356,9 @@ def _make_gemm(pm: int, pn: int, tk: int):
             if gn + u1 < nc:
                 c[c0 + mr * nc + gn + u1] = cs1
 
-    gemm.__name__ = gemm.__qualname__ = f"rl_gemm_{tm}x{tn}"
+    # Named by the shape's tile on the GPU, on either target (the simulator's tiles are a quarter of it), so
+    # a kernel has one name in the registry, the compile gate and the benchmarks.
+    gemm.__name__ = gemm.__qualname__ = f"rl_gemm_{2 * GPU_BLOCK * pm}x{2 * GPU_BLOCK * pn}"
     gemm.__doc__ = f"""C[z] = epilogue(A[:, Kz] @ B[Kz, :]) in {tm} x {tn} tiles, K slices of {tk}.
 
     Kz = [z k_split, (z+1) k_split). A(m, k) = a[m a_sm + k a_sk], B(k, n) = b[k b_sk + n b_sn];
