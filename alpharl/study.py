@@ -85,9 +85,17 @@ DEFAULT_SEEDS = 3
 #: Name of the one variant of a study without --variant, and of the embedded sample as a dataset.
 DEFAULT_VARIANT = "default"
 EMBEDDED = "embedded"
+def _slot_names(*indices) -> tuple[str, ...]:
+    return tuple(s.name for i in indices for s in S.SLOTS if s.index == i)
+
+
 #: ISV slots drawn over steps in study.png (named through the registry: one definition of each).
-TRACE_SLOTS = tuple(s.name for i in (S.RL_LR_Q, S.RL_LR_PI, S.RL_PPO_CLIP_EPS, S.RL_V_BLEND_ALPHA)
-                    for s in S.SLOTS if s.index == i)
+PLOT_SLOTS = _slot_names(S.RL_LR_Q, S.RL_LR_PI, S.RL_PPO_CLIP_EPS, S.RL_V_BLEND_ALPHA)
+#: ISV slots each trial's result.json keeps over steps: the plotted ones and what the learning targets and
+#: the clip's diagnosis read (benchmarks/studies/ablation.py), so a trial's record answers them after its
+#: run folder is gone (a study on another machine brings back result.json, not the diagnostics).
+TRACE_SLOTS = PLOT_SLOTS + _slot_names(S.RL_LR_V, S.RL_K_LOOP_MULT, S.RL_REWARD_PER_TRADE_EMA, S.RL_KL_EMA,
+                                       S.RL_KL_TARGET, S.RL_ENTROPY_EMA, S.RL_ENTROPY_COEF)
 #: Keys of a variant file that the study sets itself, per trial.
 STUDY_KEYS = ("data", "seed", "run_dir")
 #: Files of the study and of a trial.
@@ -762,7 +770,7 @@ def ordered(plan: StudyPlan, results: dict[str, dict]) -> list[dict]:
 # ------------------------------------------------------------------ the picture
 def save_png(plan: StudyPlan, results: list[dict], summary: list[dict], path: Path) -> Path:
     """Per dataset, a row: left, each policy's held-out PnL per seed (points) with the mean and its
-    CI (bar), variants side by side in their colours; right, ``TRACE_SLOTS`` over training steps,
+    CI (bar), variants side by side in their colours; right, ``PLOT_SLOTS`` over training steps,
     one line per trained run. Needs matplotlib (the ``plot`` extra)."""
     import matplotlib   # optional extra alpharl[plot]: loaded only to draw
 
@@ -798,7 +806,7 @@ def save_png(plan: StudyPlan, results: list[dict], summary: list[dict], path: Pa
         ax.grid(alpha=0.3, axis="y")
         if len(variants) > 1:
             ax.legend(fontsize=7)
-        for k, slot in enumerate(TRACE_SLOTS[:4]):
+        for k, slot in enumerate(PLOT_SLOTS):
             tax = fig.add_subplot(grid[2 * row + k // 2, 1 + k % 2])
             lows = []
             for r in results:
@@ -956,5 +964,6 @@ __all__ = [
     "trial_argv", "run_trial", "prepare", "run_local", "run_ray", "run_study",
     "mean_std", "bootstrap_ci", "paired_comparison", "ranks", "summarize",
     "table_rows", "write_table", "study_json", "save_png", "summary_tables", "summary_note", "result_label",
-    "METRIC", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CI_LEVEL", "TRACE_SLOTS", "EXIT_TRIALS_FAILED",
+    "METRIC", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CI_LEVEL", "PLOT_SLOTS", "TRACE_SLOTS",
+    "EXIT_TRIALS_FAILED",
 ]

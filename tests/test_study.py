@@ -160,7 +160,9 @@ def test_data_files_and_datasets(tmp_path, monkeypatch):
 
 def test_trace_slots_are_isv_slots():
     names = {s.name for s in S.SLOTS}
-    assert St.TRACE_SLOTS == ("lr_q", "lr_pi", "ppo_clip_eps", "v_blend_alpha") and set(St.TRACE_SLOTS) <= names
+    assert St.PLOT_SLOTS == ("lr_q", "lr_pi", "ppo_clip_eps", "v_blend_alpha")
+    assert St.TRACE_SLOTS[:4] == St.PLOT_SLOTS and set(St.TRACE_SLOTS) <= names
+    assert len(set(St.TRACE_SLOTS)) == len(St.TRACE_SLOTS)
 
 
 # ------------------------------------------------------------------ the trials' command lines

@@ -2,10 +2,10 @@
 
 For every dataset and variant (a study folder may hold several variants): the trained policy's
 held-out PnL against the `join` and `hold` baselines run under the same settings (paired by seed),
-and, from the trials' diagnostics where the run folders are still there, the learning issue's
-in-sample targets over the second half of each run: share of diagnostic rows with each learning
-rate off its clamps, K at K_MAX, the PPO clip at a bound, whether alpha left 1, the reward per
-trade EMA at the end and its trend.
+and, from the trials' diagnostics (or, where the run folders are gone, the traces their result.json
+keep), the learning issue's in-sample targets over the second half of each run: share of diagnostic
+rows with each learning rate off its clamps, K at K_MAX, the PPO clip at a bound, whether alpha left
+1, the reward per trade EMA at the end and its trend.
 
 Usage: python benchmarks/studies/ablation.py STUDY_DIR [STUDY_DIR ...] [--policy sampled] [--out FILE.md]
 """
@@ -20,10 +20,12 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.report import ReportError, load_run
-from alpharl.study import OK, STUDY_FILE
+from alpharl.study import OK, RESULT_FILE, STUDY_FILE, TRIALS_DIR
 
 #: The learning rates whose clamps the targets speak of (bounds: the ISV's slots, S.BY_NAME).
 LR_SLOTS = ("lr_q", "lr_pi", "lr_v")
+#: Every column ``run_targets`` reads.
+TARGET_COLUMNS = LR_SLOTS + ("k_loop_mult", "ppo_clip_eps", "v_blend_alpha", "reward_per_trade_ema")
 
 
 def _money(x: float | None) -> str:
@@ -53,14 +55,27 @@ def _at(values: np.ndarray, bound: float) -> np.ndarray:
     return np.isclose(values, bound, rtol=1e-4, atol=0.0)
 
 
-def run_targets(run_dir: Path) -> dict | None:
-    """The learning targets of one training run from its diagnostics (second half of the rows)."""
+def run_columns(run_dir: Path, result_file: Path | None = None) -> dict | None:
+    """A training run's ISV columns over its diagnostic rows: from its diagnostics, or where the run folder
+    is gone (a study run on another machine brings back each trial's result.json, not its diagnostics)
+    from the trace its result.json keeps (alpharl.study.TRACE_SLOTS); None when neither has them all."""
     try:
-        run = load_run(run_dir)
+        return dict(load_run(run_dir).columns)
     except ReportError:
+        pass
+    try:
+        trace = json.loads(result_file.read_text()).get("trace") or {} if result_file else {}
+    except (OSError, ValueError):
         return None
-    cols = run.columns
-    n = len(run.steps)
+    return trace if all(k in trace for k in TARGET_COLUMNS) else None
+
+
+def run_targets(run_dir: Path, result_file: Path | None = None) -> dict | None:
+    """The learning targets of one training run (second half of its diagnostic rows; ``run_columns``)."""
+    cols = run_columns(run_dir, result_file)
+    if cols is None:
+        return None
+    n = len(cols["lr_q"])
     if n < 4:
         return None
     half = slice(n // 2, n)
@@ -88,7 +103,9 @@ def target_rows(folder: Path, study: dict) -> list[dict]:
     study.json, in ``folder``) whose run folders kept their diagnostics."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for trial in study["trials"]:
-        t = run_targets(folder / trial["run_dir"]) if trial["status"] == OK else None
+        # the trial's record where the study keeps it (its folder's trials/DATASET/VARIANT/sSEED)
+        record = folder / TRIALS_DIR / trial["dataset"] / trial["variant"] / f"s{trial['seed']}" / RESULT_FILE
+        t = run_targets(folder / trial["run_dir"], record) if trial["status"] == OK else None
         if t is not None:
             groups.setdefault((trial["dataset"], trial["variant"]), []).append(t)
     rows = []

@@ -47,6 +47,25 @@ def test_table_rows_and_targets(small_study, tmp_path):
     assert targets["horizon"]["runs"] == 2 and 0.0 <= targets["horizon"]["lr_q_off"] <= 1.0
 
 
+def test_targets_from_the_trials_traces_once_the_run_folders_are_gone(small_study, tmp_path):
+    """A study copied without its run folders (result.json only) gives the same in-sample targets, read
+    from the traces each result.json keeps."""
+    import shutil
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    before = {r["variant"]: r for r in ab.target_rows(small_study, study)}
+    copy = tmp_path / "copy"
+    shutil.copytree(small_study, copy, ignore=shutil.ignore_patterns("run"))
+    assert not list(copy.rglob("diagnostics.arrows"))
+    moved = dict(study, trials=[dict(t, run_dir=str(tmp_path / "gone" / t["variant"] / str(t["seed"])))
+                                for t in study["trials"]])
+    after = {r["variant"]: r for r in ab.target_rows(copy, moved)}
+    assert after.keys() == before.keys() and after["horizon"]["runs"] == 2
+    for v in before:
+        for key, x in before[v].items():
+            assert after[v][key] == pytest.approx(x), (v, key)
+
+
 def test_missing_study_is_one_line(tmp_path, capsys):
     assert _ablation().main([str(tmp_path)]) == 2
     assert "no study.json" in capsys.readouterr().err
