@@ -227,13 +227,14 @@ class Learner:
         # (f) BCE and AUX
         s = self.loss_stride
         pst = br.fork(ENV_ROWS)
-        VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, pst](V(self.v_out, 0, b), V(self.v_dq, 0, b), i32(b), isv, gate)
+        VB.rl_v_blend_alpha_controller[1, VB.V_BLEND_CTRL_BLOCK, pst](V(self.v_out, 0, b), V(self.v_dq, 0, b), i32(b),
+                                                                      isv, gate)
         if gae is not None:  # GAE over the rollout: its last slice's and s_T's values from this forward
             last = b - n_next
             rl_gae[1, GAE_BLOCK, pst](
                 gate, gae.reward, gae.done, gae.v_used, V(self.v_out, last, b), V(self.v_dq, last, b),
-                V(self.v_out, o_tp1, o_tp1 + n_next), V(self.v_dq, o_tp1, o_tp1 + n_next), i32(b // n_next), i32(n_next),
-                np.float32(gae.lam), isv, self.advantage, self.ret, self.ppo_adv)
+                V(self.v_out, o_tp1, o_tp1 + n_next), V(self.v_dq, o_tp1, o_tp1 + n_next), i32(b // n_next),
+                i32(n_next), np.float32(gae.lam), isv, self.advantage, self.ret, self.ppo_adv)
         rl_env_rows[cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, pst](
             gate, i32(mode), V(self.v_out, 0, b), V(self.v_dq, 0, b), V(self.v_out, o_tp1, o_tp1 + n_next),
             V(self.v_dq, o_tp1, o_tp1 + n_next), env.reward, env.done, self.pi_logits, env.action, env.logp_old,
@@ -247,9 +248,9 @@ class Learner:
             self.a_star)
         br.join(TARGET)
         KL.rl_c51_loss[(*KL.c51_grid(m), st)](
-            gate, V(self.q_adv, 0, m * nq), V(self.q_val, o_s * N_ATOMS, o_sp * N_ATOMS), rep.action, self.t_adv, self.t_val,
-            self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val, V(self.losses, 0, m),
-            self.td)
+            gate, V(self.q_adv, 0, m * nq), V(self.q_val, o_s * N_ATOMS, o_sp * N_ATOMS), rep.action, self.t_adv,
+            self.t_val, self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val,
+            V(self.losses, 0, m), self.td)
         h_s = hv(self.h, o_s, o_sp)
         br.fork(Q_DW)
         sl[Q_DW].backward_dw(gate, h_s, self.d_adv, m, L["q.adv"], gr, self.partial_q)

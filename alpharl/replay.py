@@ -152,7 +152,8 @@ class PrioritizedReplay:
                      self.mb_obs_s, self.mb_action, self.mb_reward, self.mb_done, self.mb_obs_s2, stream=stream)
         v = self.views
         return ReplayBatch(v(self.mb_obs_s, 0, m), v(self.mb_action, 0, m), v(self.mb_reward, 0, m),
-                           v(self.mb_done, 0, m), v(self.mb_obs_s2, 0, m), v(self.mb_weight, 0, m), v(self.mb_idx, 0, m))
+                           v(self.mb_done, 0, m), v(self.mb_obs_s2, 0, m), v(self.mb_weight, 0, m),
+                           v(self.mb_idx, 0, m))
 
     def sample(self, isv, m: int | None = None, gate=None, stream=None) -> ReplayBatch:
         """``draw`` then ``gather``: a prioritized minibatch of m rows (default max_batch).
