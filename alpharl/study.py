@@ -85,17 +85,14 @@ DEFAULT_SEEDS = 3
 #: Name of the one variant of a study without --variant, and of the embedded sample as a dataset.
 DEFAULT_VARIANT = "default"
 EMBEDDED = "embedded"
-def _slot_names(*indices) -> tuple[str, ...]:
-    return tuple(s.name for i in indices for s in S.SLOTS if s.index == i)
-
-
 #: ISV slots drawn over steps in study.png (named through the registry: one definition of each).
-PLOT_SLOTS = _slot_names(S.RL_LR_Q, S.RL_LR_PI, S.RL_PPO_CLIP_EPS, S.RL_V_BLEND_ALPHA)
+PLOT_SLOTS = tuple(S.BY_INDEX[i].name for i in (S.RL_LR_Q, S.RL_LR_PI, S.RL_PPO_CLIP_EPS, S.RL_V_BLEND_ALPHA))
 #: ISV slots each trial's result.json keeps over steps: the plotted ones and what the learning targets and
 #: the clip's diagnosis read (benchmarks/studies/ablation.py), so a trial's record answers them after its
 #: run folder is gone (a study on another machine brings back result.json, not the diagnostics).
-TRACE_SLOTS = PLOT_SLOTS + _slot_names(S.RL_LR_V, S.RL_K_LOOP_MULT, S.RL_REWARD_PER_TRADE_EMA, S.RL_KL_EMA,
-                                       S.RL_KL_TARGET, S.RL_ENTROPY_EMA, S.RL_ENTROPY_COEF)
+TRACE_SLOTS = PLOT_SLOTS + tuple(S.BY_INDEX[i].name for i in (
+    S.RL_LR_V, S.RL_K_LOOP_MULT, S.RL_REWARD_PER_TRADE_EMA, S.RL_KL_EMA, S.RL_KL_TARGET, S.RL_ENTROPY_EMA,
+    S.RL_ENTROPY_COEF))
 #: Keys of a variant file that the study sets itself, per trial.
 STUDY_KEYS = ("data", "seed", "run_dir")
 #: Files of the study and of a trial.
@@ -309,6 +306,11 @@ def parse_datasets(values: list[str], each_file: bool) -> list[Dataset]:
     return datasets
 
 
+def trial_folder(out: Path, dataset: str, variant: str, seed: int) -> Path:
+    """Where a study in ``out`` keeps a trial: its trial.json, result.json and run folder."""
+    return out / TRIALS_DIR / dataset / variant / f"s{seed}"
+
+
 def plan_study(out: Path, datasets: list[Dataset], variants: list[Variant], seeds: list[int], *,
                steps: int | None = None, b: int | None = None, backend: str | None = None,
                train_window: tuple[float, float] = DEFAULT_TRAIN_WINDOW,
@@ -328,7 +330,7 @@ def plan_study(out: Path, datasets: list[Dataset], variants: list[Variant], seed
     out = out.resolve()
     eval_window = eval_window_for(train_window, eval_window)
     trials = [TrialSpec(d, v, s, steps, b, backend, train_window, eval_window, eval_steps,
-                        str(out / TRIALS_DIR / d.name / v.name / f"s{s}"), eval_backend)
+                        str(trial_folder(out, d.name, v.name, s)), eval_backend)
               for d in datasets for v in variants for s in seeds]
     options = {"steps": steps, "b": b, "backend": backend, "train_window": list(train_window),
                "eval_window": list(eval_window), "eval_steps": eval_steps, "eval_backend": eval_backend}
@@ -491,7 +493,7 @@ def prepare(plan: StudyPlan) -> tuple[list[TrialSpec], dict[str, dict]]:
     for spec in plan.trials:
         trial = Path(spec.trial_dir)
         asked = spec.asked()
-        recorded = _read_json(trial / TRIAL_FILE)
+        recorded = read_json(trial / TRIAL_FILE)
         if recorded is not None and recorded.get("asked") != asked:
             key = next((k for k in asked if recorded.get("asked", {}).get(k) != asked[k]), "asked")
             raise StudyError(f"{trial}: this trial was run with {key} = {recorded.get('asked', {}).get(key)!r}, "
@@ -512,7 +514,7 @@ def done_result(spec: TrialSpec, asked: dict | None = None) -> dict | None:
     """The trial's recorded result if it succeeded with what it is asked now (``asked``: spec.asked(),
     where the caller has it), else None."""
     asked = spec.asked() if asked is None else asked
-    result = _read_json(Path(spec.trial_dir) / RESULT_FILE)
+    result = read_json(Path(spec.trial_dir) / RESULT_FILE)
     return result if result is not None and result.get("status") == OK and result.get("asked") == asked else None
 
 
@@ -521,7 +523,8 @@ def all_done(plan: StudyPlan) -> bool:
     return all(done_result(spec) is not None for spec in plan.trials)
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
+    """A JSON object from ``path``; None where it is missing, unreadable or not an object."""
     try:
         d = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -960,8 +963,8 @@ def _num(stats: dict | None) -> str:
 
 __all__ = [
     "Dataset", "Variant", "TrialSpec", "StudyPlan", "StudyError", "StudyProgress",
-    "eval_window_for", "parse_seeds", "parse_variants", "parse_datasets", "data_files", "plan_study",
-    "trial_argv", "run_trial", "prepare", "run_local", "run_ray", "run_study",
+    "eval_window_for", "parse_seeds", "parse_variants", "parse_datasets", "data_files", "trial_folder", "plan_study",
+    "trial_argv", "run_trial", "prepare", "read_json", "run_local", "run_ray", "run_study",
     "mean_std", "bootstrap_ci", "paired_comparison", "ranks", "summarize",
     "table_rows", "write_table", "study_json", "save_png", "summary_tables", "summary_note", "result_label",
     "METRIC", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CI_LEVEL", "PLOT_SLOTS", "TRACE_SLOTS",

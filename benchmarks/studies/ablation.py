@@ -20,7 +20,7 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.report import ReportError, load_run
-from alpharl.study import OK, RESULT_FILE, STUDY_FILE, TRIALS_DIR
+from alpharl.study import OK, RESULT_FILE, STUDY_FILE, read_json, trial_folder
 
 #: The learning rates whose clamps the targets speak of (bounds: the ISV's slots, S.BY_NAME).
 LR_SLOTS = ("lr_q", "lr_pi", "lr_v")
@@ -63,10 +63,8 @@ def run_columns(run_dir: Path, result_file: Path | None = None) -> dict | None:
         return dict(load_run(run_dir).columns)
     except ReportError:
         pass
-    try:
-        trace = json.loads(result_file.read_text()).get("trace") or {} if result_file else {}
-    except (OSError, ValueError):
-        return None
+    result = read_json(result_file) if result_file is not None else None
+    trace = (result or {}).get("trace") or {}
     return trace if all(k in trace for k in TARGET_COLUMNS) else None
 
 
@@ -103,8 +101,7 @@ def target_rows(folder: Path, study: dict) -> list[dict]:
     study.json, in ``folder``) whose run folders kept their diagnostics."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for trial in study["trials"]:
-        # the trial's record where the study keeps it (its folder's trials/DATASET/VARIANT/sSEED)
-        record = folder / TRIALS_DIR / trial["dataset"] / trial["variant"] / f"s{trial['seed']}" / RESULT_FILE
+        record = trial_folder(folder, trial["dataset"], trial["variant"], trial["seed"]) / RESULT_FILE
         t = run_targets(folder / trial["run_dir"], record) if trial["status"] == OK else None
         if t is not None:
             groups.setdefault((trial["dataset"], trial["variant"]), []).append(t)

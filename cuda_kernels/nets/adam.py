@@ -56,7 +56,7 @@ COL_NAN_SLOT = 5
 COL_W_REF_SQ = 6
 TABLE_COLS = 7
 #: Threads of rl_grad_guard's one block per module (a power of two: tree_sum). Under the CUDA
-#: simulator, whose cost is its thread count (a Python thread each), 256: the same code at another
+#: simulator, whose cost is its thread count (a Python thread each), 32: the same code at another
 #: power-of-two width.
 GUARD_BLOCK = target.gpu_or_sim("nets.adam.GUARD_BLOCK", gpu=1024, sim=32)
 #: rl_grad_guard's module mask with every module learning.

@@ -230,7 +230,7 @@ def _make_gemm(pm: int, pn: int, tk: int):
     @cuda.jit(device=True)
     def stash(acc, sh, p, tx, ty):
         """sh[r b_pairs + cp] = this thread's C pair (row r, columns 2 cp, 2 cp + 1) of pass p, for its
-        rows r = 2 (ty + 16 a) + b. Every acc index is a constant once p is (the caller's literal):
+        rows r = 2 (ty + BLOCK_Y a) + b. Every acc index is a constant once p is (the caller's literal):
         the accumulators stay in registers."""
         for a in range(pass_pm):
             for bb in range(2):
