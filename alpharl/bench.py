@@ -21,6 +21,7 @@ Without torch those cells say why ("n/a (torch not installed)"), never a number.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import os
@@ -115,28 +116,37 @@ def floor_of(trainer, launches: int) -> dict:
                 (("arithmetic", t_flop), ("bandwidth", t_byte), ("launches", t_launch)), key=lambda x: x[1])[0]}
 
 
-def bench_config(b: int, **overrides) -> TrainConfig:
+def bench_config(b: int, base: TrainConfig | None = None, **overrides) -> TrainConfig:
     """The benchmarked step: B backtests on the GPU as a graph, K = 1 (one learning update per env step,
-    as the targets are stated), M = 256, a replay of max(65536, 4 B)."""
-    return TrainConfig(**(dict(b=b, backend="cuda", graph=True, replay_capacity=max(65536, 4 * b), minibatch=256,
-                                k_max=1) | overrides))
+    as the targets are stated), M = 256, a replay of max(65536, 4 B). ``base``: a run's config whose
+    learning and market settings (rollout, switches, [sim]) the step keeps (``alpharl bench --config``)."""
+    fixed = dict(b=b, backend="cuda", graph=True, replay_capacity=max(65536, 4 * b), minibatch=256, k_max=1)
+    return dataclasses.replace(base or TrainConfig(), **(fixed | overrides))
 
 
-def bench_b(b: int, steps: int, market, eager_steps: int | None = None) -> dict:
+def _whole_rollouts(n: int, t: int) -> int:
+    """n steps rounded up to whole rollouts of t steps (every phase timed in its share)."""
+    return t * -(-n // t)
+
+
+def bench_b(b: int, steps: int, market, eager_steps: int | None = None, base: TrainConfig | None = None) -> dict:
     from numba import cuda
 
     ctx = cuda.current_context()
     free0, total = ctx.get_memory_info()
-    cfg = bench_config(b)
+    cfg = bench_config(b, base)
+    t = cfg.rollout
     tr = IntegratedTrainer(cfg, market)
     sync = tr.ops.stream.synchronize
-    tr.step()                              # eager warm-up (compiles, loads modules)
-    tr.step()                              # captures the graph and replays it once
-    g = tr.captured(tr.phase(0))
+    # Each phase of the rollout runs eagerly once (compiles, loads modules), then is captured at its second
+    # step: 2 steps with T = 1, 2 T with rollouts (collect and update phases).
+    tr.run(2 * t)
+    # With rollouts the update phase's graph is the larger one: report the phase with the most nodes.
+    g = max((tr.captured(tr.phase(s)) for s in range(t)), key=lambda x: x.n_nodes)
     n_nodes, critical = g.n_nodes, g.critical_path()
-    graph_s = _timed(tr.step, steps, sync)
+    graph_s = _timed(tr.step, _whole_rollouts(steps, t), sync)
     tr.config.graph = False
-    eager_s = _timed(tr.step, eager_steps or max(3, steps // 10), sync)
+    eager_s = _timed(tr.step, _whole_rollouts(eager_steps or max(3, steps // 10), t), sync)
     tr.config.graph = True
 
     # simulator alone and one learning iteration alone, each captured and replayed
@@ -210,12 +220,16 @@ def environment() -> dict:
     return info
 
 
-def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True) -> dict:
+def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True, base: TrainConfig | None = None,
+              config_file: str | None = None) -> dict:
+    """``base`` (from ``config_file``): the learning and market settings of the benchmarked step."""
     market = load_embedded()
     rows = []
     for b in bs:
-        rows.append(bench_b(b, steps, market))
+        rows.append(bench_b(b, steps, market, base=base))
     report = {"env": environment(), "rows": rows}
+    if config_file is not None:
+        report["config"] = config_file
     if starts:
         with tempfile.TemporaryDirectory() as d:
             report["cold_start_s"] = start_time(d)

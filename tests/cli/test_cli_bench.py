@@ -1,4 +1,5 @@
-"""alpharl bench: a one-line error without a GPU; the table formatter on a recorded report."""
+"""alpharl bench: a one-line error without a GPU or with a bad --config; the benchmarked step's config; the
+table formatter on a recorded report."""
 import json
 from pathlib import Path
 
@@ -14,6 +15,28 @@ def test_bench_without_gpu_is_one_line_exit_2():
     r = CliRunner().invoke(app, ["bench", "--b", "16"])
     assert r.exit_code == 2
     assert r.output.strip().count("\n") == 0 and "needs a GPU" in r.output and "Traceback" not in r.output
+
+
+def test_bench_bad_config_is_one_line_exit_2(tmp_path):
+    r = CliRunner().invoke(app, ["bench", "--b", "16", "--config", str(tmp_path / "nowhere.toml")])
+    assert r.exit_code == 2
+    assert r.output.strip().count("\n") == 0 and "nowhere.toml" in r.output and "Traceback" not in r.output
+
+
+def test_bench_config_keeps_a_runs_learning_settings_and_fixes_the_step():
+    from alpharl.bench import _whole_rollouts, bench_config
+    from alpharl.config import TrainConfig
+
+    root = Path(__file__).parents[2] / "benchmarks/studies"
+    base = TrainConfig.from_toml(root / "signals_horizon_risk3_gae.toml")
+    cfg = bench_config(4096, base)
+    assert (cfg.rollout, cfg.gae_lambda, cfg.reward_norm, cfg.adaptive_anchors) == (16, 0.95, True, True)
+    assert cfg.sim == base.sim and cfg.sim.fee_mode == "per_value"
+    assert (cfg.b, cfg.backend, cfg.graph, cfg.k_max, cfg.minibatch, cfg.replay_capacity) == (
+        4096, "cuda", True, 1, 256, 65536)
+    assert bench_config(16) == bench_config(16, TrainConfig())
+    assert bench_config(16).rollout == 1 and bench_config(16, base, minibatch=64).minibatch == 64
+    assert [_whole_rollouts(n, t) for n, t in ((200, 1), (200, 16), (16, 16), (1, 16))] == [200, 208, 16, 16]
 
 
 def test_bench_table_renders_a_recorded_report():
