@@ -1,14 +1,16 @@
 """``alpharl bench``: throughput of the training step over B, against its floor.
 
-For each B: µs per full training step with the step captured as a CUDA graph
-and with eager launches, env-steps per second, the simulator alone and the
-learning update alone (graph-replayed), peak GPU memory, and the step's floor:
-FLOPs of the GEMMs (forward + backward of every layer, K=1), bytes that must
-cross HBM (parameters, Adam moments, gradients, activations, replay rows,
-events), and launches x ~1 µs (a captured kernel's cost on an idle GPU) along
-the graph's critical path (its longest chain of dependent nodes: the step's
-independent chains are parallel branches). The floor is max(FLOPs / fp32 peak,
-bytes / HBM bandwidth, critical-path launches x 1 µs).
+For each B: µs per full training step with the step captured as a CUDA graph and
+with eager launches (prepared launches, alpharl.cuda_kernels.prepared; and
+``eager numba µs``: the same steps through numba's own argument preparation),
+env-steps per second, the simulator alone and the learning update alone (graph-
+replayed), peak GPU memory, and the step's floor: FLOPs of the GEMMs (forward +
+backward of every layer, K=1), bytes that must cross HBM (parameters, Adam
+moments, gradients, activations, replay rows, events), and launches x ~1 µs (a
+captured kernel's cost on an idle GPU) along the graph's critical path (its
+longest chain of dependent nodes: the step's independent chains are parallel
+branches). The floor is max(FLOPs / fp32 peak, bytes / HBM bandwidth, critical-
+path launches x 1 µs).
 Cold and warm start (process start to the first step, with an empty and a
 filled kernel cache) are measured in subprocesses.
 
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from alpharl import jsontext
 from alpharl.config import TrainConfig
+from alpharl.cuda_kernels import prepared
 from alpharl.graph import CapturedGraph
 from alpharl.lobster.sample import load_embedded
 from alpharl.report import fitted_table
@@ -146,7 +149,10 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None, base: Tr
     n_nodes, critical = g.n_nodes, g.critical_path()
     graph_s = _timed(tr.step, _whole_rollouts(steps, t), sync)
     tr.config.graph = False
-    eager_s = _timed(tr.step, _whole_rollouts(eager_steps or max(3, steps // 10), t), sync)
+    n_eager = _whole_rollouts(eager_steps or max(3, steps // 10), t)
+    eager_s = _timed(tr.step, n_eager, sync)
+    with prepared.switched(False):         # the same steps with numba's own argument preparation
+        eager_numba_s = _timed(tr.step, n_eager, sync)
     tr.config.graph = True
 
     # simulator alone and one learning iteration alone, each captured and replayed
@@ -173,7 +179,7 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None, base: Tr
     free1, _ = ctx.get_memory_info()
     fl = floor_of(tr, critical)
     row = {
-        "b": b, "graph_us": 1e6 * graph_s, "eager_us": 1e6 * eager_s,
+        "b": b, "graph_us": 1e6 * graph_s, "eager_us": 1e6 * eager_s, "eager_numba_us": 1e6 * eager_numba_s,
         "env_steps_per_s": b / graph_s, "us_per_env_step": 1e6 * graph_s / b,
         "sim_us": 1e6 * sim_s, "learn_us": 1e6 * learn_s,
         "gpu_mem_mb": (free0 - free1) / 2**20, "graph_nodes": n_nodes,
@@ -240,14 +246,15 @@ def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True, base: TrainC
 #: The bench table's columns (header, report key, format), and the order they give way on a
 #: narrow console (numbers are never cut; --json has them all).
 TABLE_COLUMNS = (("B", "b", "{:d}"), ("graph µs/step", "graph_us", "{:.1f}"), ("eager µs/step", "eager_us", "{:.1f}"),
+                 ("eager numba µs", "eager_numba_us", "{:.1f}"),
                  ("env-steps/s", "env_steps_per_s", "{:,.0f}"), ("µs/env-step", "us_per_env_step", "{:.4f}"),
                  ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"), ("GPU MB", "gpu_mem_mb", "{:.0f}"),
                  ("nodes", "graph_nodes", "{:d}"), ("critical", "critical_nodes", "{:d}"),
                  ("floor µs", "floor_us", "{:.1f}"), ("meas/floor", "measured_over_floor", "{:.1f}"),
                  ("bound", "bound", "{}"), ("PyTorch eager µs", "torch_eager_us", "{:.1f}"),
                  ("PyTorch graph µs", "torch_graph_us", "{:.1f}"), ("× PyTorch", "x_pytorch", "{:.2f}"))
-TABLE_GIVE_WAY = ("PyTorch eager µs", "critical", "nodes", "meas/floor", "GPU MB", "sim µs", "µs/env-step",
-                  "eager µs/step", "floor µs", "bound", "PyTorch graph µs", "learn µs")
+TABLE_GIVE_WAY = ("eager numba µs", "PyTorch eager µs", "critical", "nodes", "meas/floor", "GPU MB", "sim µs",
+                  "µs/env-step", "eager µs/step", "floor µs", "bound", "PyTorch graph µs", "learn µs")
 
 
 def cell(value, fmt: str) -> str:

@@ -11,6 +11,10 @@ the signature the compile gate checks is the one that really runs.
 a fused kernel that runs the same code (the tests compare the two and exercise
 the units one by one), or a diagnostic launched only by tests and benchmarks.
 The compile gate lists the mark (``--list``).
+
+On the GPU, ``k[grid, block, stream](*args)`` launches through ``prepared``: a launch
+made before with the same device arrays and scalars skips numba's per-launch
+argument preparation (``ALPHARL_PREPARED_LAUNCH=0`` turns that off).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from alpharl import target
+from alpharl.cuda_kernels import prepared
 
 _REGISTRY: dict[str, "Kernel"] = {}
 
@@ -37,6 +42,8 @@ class Kernel:
     #: Never launched by the product (module docstring).
     test_only: bool = False
     _dispatcher: object = field(default=None, repr=False)
+    #: Prepared launches (GPU only; None under the simulator), made with the dispatcher.
+    _launches: object = field(default=None, repr=False, compare=False)
 
     @property
     def qualname(self) -> str:
@@ -50,10 +57,15 @@ class Kernel:
             # Code-generation options mean nothing to the simulator (its jit does not take them).
             options = {} if target.sim_override("registry.options") else self.options
             self._dispatcher = cuda.jit(self.signature, cache=True, **options)(self.py_func)
+            if target.active() == target.GPU:
+                self._launches = prepared.Launches()
         return self._dispatcher
 
     def __getitem__(self, launch_config):
-        return self.dispatcher[launch_config]
+        dispatcher = self.dispatcher
+        if self._launches is None or not prepared.switched_on():
+            return dispatcher[launch_config]
+        return prepared.Launch(self._launches, dispatcher, launch_config)
 
 
 def kernel(signature: str, test_only: bool = False, **options) -> Callable[[Callable], Kernel]:
