@@ -53,8 +53,14 @@ class Rollout:
         return {name: getattr(self, name) for name, _ in FIELDS}
 
     def flat(self) -> list:
-        """The buffer's arrays in FIELDS order, 1-D (rl_rollout_store's trailing arguments)."""
-        return [a.reshape(a.size) if a.ndim > 1 else a for a in self.arrays.values()]
+        """The buffer's arrays in FIELDS order, 1-D (rl_rollout_store's trailing arguments): the same view
+        objects at every step while the buffer's arrays stay the same (a repeated launch with them stays
+        prepared, alpharl.cuda_kernels.prepared)."""
+        arrays = tuple(self.arrays.values())
+        made = getattr(self, "_flat", None)
+        if made is None or any(a is not b for a, b in zip(made[0], arrays)):
+            made = self._flat = (arrays, [a.reshape(a.size) if a.ndim > 1 else a for a in arrays])
+        return made[1]
 
     def env_batch(self, obs_next) -> EnvBatch:
         """The learner's env rows on the update step: the T B transitions, and obs_next = s_T [B, obs_dim] (the

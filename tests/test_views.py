@@ -45,3 +45,15 @@ def test_a_new_array_is_never_served_an_old_view():
     # can do this) is rebuilt, not returned
     v._cache[(id(second), 1, 3, None)] = (first, first[1:3])
     np.testing.assert_array_equal(v(second, 1, 3), second[1:3])
+
+
+def test_rollout_flat_hands_out_the_same_views_until_an_array_changes():
+    from alpharl.rollout import FIELDS, Rollout
+
+    r = Rollout(3, 2, 4, device=False)
+    flat = r.flat()
+    assert r.flat() is flat and all(a is b for a, b in zip(r.flat(), flat))
+    assert [a.ndim for a in flat] == [1] * len(FIELDS) and np.shares_memory(flat[0], r.obs)
+    r.obs = np.ones_like(r.obs)  # a buffer replaced (e.g. a restore that rebinds it): views of the new one
+    again = r.flat()
+    assert again[0] is not flat[0] and np.shares_memory(again[0], r.obs) and again[1] is flat[1]
