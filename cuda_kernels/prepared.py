@@ -131,7 +131,7 @@ def arrays_of(args, array_types):
 
 def launch_key(context, config, args, array_types):
     """The key of one launch (module docstring), or None when it cannot be prepared."""
-    key = [context, config]
+    key = [id(context), config]  # numba's Context defines __eq__ without __hash__; one lives per device for the process
     for a in args:
         k = arg_key(a, array_types)
         if k is None:
