@@ -43,6 +43,17 @@ def test_arrays_by_identity_scalars_by_type_and_bytes():
     assert key((a, b), np.int32(1)) == key((a, b), np.int32(1)) != key((b, a), np.int32(1))
 
 
+def test_an_unhashable_context_still_keys():
+    class Context:  # numba's Context: __eq__ without __hash__ (unhashable), one object per device
+        def __eq__(self, other):
+            return self is other
+
+    ctx, other = Context(), Context()
+    a = FakeArray()
+    assert key(a, context=ctx) is not None and key(a, context=ctx) == key(a, context=ctx)
+    assert key(a, context=ctx) != key(a, context=other)
+
+
 def test_what_cannot_be_prepared_has_no_key():
     assert key(np.zeros(3, np.float32)) is None               # a host array: numba copies it in and back
     assert key(cuda.In(np.zeros(3, np.float32))) is None
