@@ -88,12 +88,6 @@ N_BRANCHES = 7
 PPO_V_MASK = KA.MASK_ALL & ~((1 << MODULES.index("pi")) | (1 << MODULES.index("v")))
 
 
-def _flat(views, a):
-    """A 1-D view of a C-contiguous device array, made once (the same object at every step: its launches
-    stay prepared, alpharl.cuda_kernels.prepared)."""
-    return a if a.ndim == 1 else views(a, 0, a.shape[0], (a.size,))
-
-
 class Learner:
     """Scratch buffers and the launch sequence of one learning update for ``nets``.
 
@@ -205,8 +199,8 @@ class Learner:
 
         br, sl = self.branches, self.side_launch
         # 1-2. forward at the current parameters; the target net's forward on its own branch
-        KH.rl_stack_obs[eb(rows * d)](gate, _flat(V, env.obs), _flat(V, rep.obs), _flat(V, rep.obs_next),
-                                      _flat(V, env.obs_next), i32(b), i32(m), i32(n_next), i32(d), self.x0)
+        KH.rl_stack_obs[eb(rows * d)](gate, V.flat(env.obs), V.flat(rep.obs), V.flat(rep.obs_next),
+                                      V.flat(env.obs_next), i32(b), i32(m), i32(n_next), i32(d), self.x0)
         br.fork(NARROW_W)
         sl[NARROW_W].narrow_gather_w(gate, p, offs, self.w_narrow)
         br.fork(TARGET)
@@ -306,7 +300,7 @@ class Learner:
         if not 1 <= b <= self.max_b:
             raise ValueError(f"batch B={b} outside this learner's 1..{self.max_b}")
         L, p, ln = self.nets.layout.layers, self.nets.params, self.launch
-        ln.forward(gate, _flat(self.views, obs), b, L["enc.l1"], p, self.h1, G.ACT_TANH)
+        ln.forward(gate, self.views.flat(obs), b, L["enc.l1"], p, self.h1, G.ACT_TANH)
         ln.forward(gate, self.h1, b, L["enc.l2"], p, self.h, G.ACT_TANH)
         ln.forward(gate, self.h, b, L["pi.out"], p, self.pi_logits, G.ACT_NONE)
         return self.views(self.pi_logits, 0, b * N_ACTIONS, (b, N_ACTIONS))

@@ -34,6 +34,10 @@ class Views:
             self._cache[key] = hit
         return hit[1]
 
+    def flat(self, arr):
+        """A 1-D view of a C-contiguous array (the array itself when it is 1-D already)."""
+        return arr if arr.ndim == 1 else self(arr, 0, arr.shape[0], (arr.size,))
+
     def of(self, arr, sl: slice):
         """``arr[sl]`` for a step-1 slice (a layer's block of a parameter vector)."""
         return self(arr, sl.start or 0, sl.stop)

@@ -57,3 +57,13 @@ def test_rollout_flat_hands_out_the_same_views_until_an_array_changes():
     r.obs = np.ones_like(r.obs)  # a buffer replaced (e.g. a restore that rebinds it): views of the new one
     again = r.flat()
     assert again[0] is not flat[0] and np.shares_memory(again[0], r.obs) and again[1] is flat[1]
+
+
+def test_flat_is_made_once_and_one_d_arrays_pass_through():
+    v = Views()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    flat = v.flat(a)
+    assert v.flat(a) is flat and flat.shape == (12,) and np.shares_memory(flat, a)
+    np.testing.assert_array_equal(flat, a.reshape(-1))
+    one = np.arange(5, dtype=np.int32)
+    assert v.flat(one) is one
