@@ -22,6 +22,10 @@ from alpharl.sim.params import SimParams, SynthParams
 from alpharl.tensor_gemm import MODES as TENSOR_CORE_MODES
 from alpharl.windows import DEFAULT_TRAIN_WINDOW, WindowError, parse_window
 
+#: The choices of ``fused_update`` (alpharl.learner takes them from here, where the options are checked
+#: before anything heavy is imported).
+FUSED_MODES = ("off", "on")
+
 BACKENDS = ("auto", "cuda", "sim", "numpy")
 #: Largest --reward-scale: a reward of $1 then already spans 1000 units, far past any C51 support.
 REWARD_SCALE_MAX = 1e3
@@ -93,6 +97,10 @@ class TrainConfig:
     """off | auto | on: run the large layers' products (encoder layer 2, Q advantage stream) on TF32 tensor
     cores through cuBLASLt (needs nvmath-python, the extra 'tc'); auto where measured faster
     (alpharl.tensor_gemm.TC_MIN_ROWS). The numba kernels always run under the CUDA simulator."""
+    fused_update: str = "off"
+    """off | on: run each learning update as one cooperative launch (rl_update_fused, nine phases between
+    grid barriers) instead of its sequence of launches. Measured slower at every batch on the H200
+    (benchmarks/results/NOTES.md), so off; the same results up to float32 summation order."""
     gpus: int = 1
     """G, data-parallel ranks (one process per GPU, each with B/G backtests, its own replay and simulator
     state; gradients and the ISV's batch statistics averaged over the ranks every update: alpharl.ranks).
@@ -125,6 +133,8 @@ class TrainConfig:
             bad.append(f"--b {self.b} does not divide by --gpus {self.gpus}: every rank runs B/G backtests")
         if self.tensor_cores not in TENSOR_CORE_MODES:
             bad.append(f"--tensor-cores {self.tensor_cores!r}: expected one of {', '.join(TENSOR_CORE_MODES)}")
+        if self.fused_update not in FUSED_MODES:
+            bad.append(f"--fused-update {self.fused_update!r}: expected one of {', '.join(FUSED_MODES)}")
         if self.backend not in BACKENDS:
             bad.append(f"--backend {self.backend!r}: expected one of {', '.join(BACKENDS)}")
         if not 1 <= self.k_max <= K_MAX:

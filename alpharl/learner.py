@@ -53,6 +53,12 @@ and the t+1 rows only the last slice's s_{t+1} (B rows, ``env.obs_next``); on th
 first K-loop iteration (``gae`` given) ``rl_gae`` runs on the ENV_ROWS branch after
 the V blend and writes the advantages every later iteration reuses.
 
+Fused (``fused="on"``, ``--fused-update on``): the whole sequence above as one cooperative launch,
+``rl_update_fused`` (cuda_kernels/nets/fused.py: the same maths in nine phases separated by grid
+barriers), with one rank and no GAE pass to run (the first iteration of a rollout's update keeps the
+sequence). Off by default: on the H200 it measured slower than the sequence at every batch
+(benchmarks/results/NOTES.md, 2026-12-03).
+
 ``soft_update`` (once per env step, not gated) moves the target net.
 """
 from __future__ import annotations
@@ -62,7 +68,9 @@ from numba import cuda
 
 from alpharl.batches import EnvBatch, GaeInputs, LearnerOutputs, ReplayBatch
 from alpharl.cuda_kernels.controllers import v_blend as VB
+from alpharl.config import FUSED_MODES
 from alpharl.cuda_kernels.nets import adam as KA
+from alpharl.cuda_kernels.nets import fused as KF
 from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets import heads as KH
 from alpharl.cuda_kernels.nets import losses as KL
@@ -84,6 +92,8 @@ NARROW_W, TARGET, Q_FORWARD, ENV_ROWS, Q_DW, NARROW_DW, ENC_DW = range(7)
 N_BRANCHES = 7
 
 
+
+
 #: The guard's module mask of an update that collects only (ENV_COLLECT): every module but pi and V.
 PPO_V_MASK = KA.MASK_ALL & ~((1 << MODULES.index("pi")) | (1 << MODULES.index("v")))
 
@@ -97,11 +107,16 @@ class Learner:
     """
 
     def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None,
-                 rel_update: bool = False, ranks=None, tensor_cores: str = "off"):
+                 rel_update: bool = False, ranks=None, tensor_cores: str = "off", fused: str = "off"):
         """rel_update: the grad guard also writes each module's relative update (--adaptive-anchors).
         ranks: alpharl.ranks.RankSync with data-parallel ranks (None: one rank).
         tensor_cores: off | auto | on, which large-layer products run on cuBLASLt's TF32 tensor cores
-        (alpharl.tensor_gemm; always none under the CUDA simulator)."""
+        (alpharl.tensor_gemm; always none under the CUDA simulator).
+        fused: off | on, whether an update runs as the one cooperative launch rl_update_fused (module
+        docstring; with ranks always off)."""
+        if fused not in FUSED_MODES:
+            raise ValueError(f"fused {fused!r}: expected one of {', '.join(FUSED_MODES)}")
+        self.fused = fused if ranks is None else "off"
         self.nets = nets
         self.ranks = ranks
         self.rel_update = np.int32(1 if rel_update else 0)
@@ -151,6 +166,10 @@ class Learner:
         self.narrow_offsets = cuda.to_device(KN.layer_offsets(lay))
         self.w_narrow, self.y_narrow = buf((h + 1) * KN.N_COLS), buf(rows * KN.N_COLS)
         self._outputs: dict = {}
+        self.fused_grid = KF.fused_grid()
+        self.fused_last_phase = KF.N_PHASES   # fewer only when a benchmark times the phases one by one
+        self.guard_partial = (buf(KF.guard_partial_size(KF.fused_grid(KF.FUSED_MAX_BLOCKS_PER_SM)))
+                              if self.fused != "off" else None)
 
     # -------------------------------------------------------------- outputs
     def outputs(self, b: int, m: int, n_next: int | None = None) -> LearnerOutputs:
@@ -189,6 +208,9 @@ class Learner:
         d, h = lay.obs_dim, lay.hidden
         nq = N_ACTIONS * N_ATOMS
         rows, grows = b + 2 * m + n_next, b + m
+        if gae is None and self.fused == "on":
+            self._update_fused(env, rep, isv, gate, mode, b, m, n_next)
+            return self.outputs(b, m, n_next)
         o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
         i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
@@ -289,6 +311,26 @@ class Learner:
         KA.rl_adam[eb(lay.n_params)](gate, p, gr, nets.adam_m, nets.adam_v, i32(lay.n_params), nets.table, isv,
                                      nets.adam_state)
         return self.outputs(b, m, n_next)
+
+    def _update_fused(self, env: EnvBatch, rep: ReplayBatch, isv, gate, mode: int, b: int, m: int, n_next: int):
+        """The whole update as one cooperative launch (cuda_kernels/nets/fused.py), the sequence's buffers."""
+        nets, lay = self.nets, self.nets.layout
+        L = lay.layers
+        i32 = np.int32
+        mask = PPO_V_MASK if mode == ENV_COLLECT else KA.MASK_ALL
+        KF.rl_update_fused[self.fused_grid, KF.FUSED_BLOCK, self.stream](
+            gate, i32(mode), isv, nets.params, nets.target, nets.grads, nets.adam_m, nets.adam_v, nets.table,
+            nets.adam_state, self.narrow_offsets, i32(lay.obs_dim), i32(lay.hidden), i32(L["enc.l1"].offset),
+            i32(L["enc.l2"].offset), i32(L["q.adv"].offset), i32(L["q.val"].offset), i32(lay.n_params),
+            self.views.flat(env.obs), self.views.flat(env.obs_next),
+            env.reward, env.done, env.action, env.logp_old, env.label_up, env.label_ret, self.ppo_adv,
+            self.views.flat(rep.obs), self.views.flat(rep.obs_next), rep.action, rep.reward, rep.done,
+            rep.is_weight, i32(b), i32(m), i32(n_next), i32(self.loss_stride), i32(mask), self.rel_update,
+            i32(self.fused_last_phase),
+            self.h1, self.h, self.th1, self.th, self.q_adv, self.q_val, self.t_adv, self.t_val, self.pi_logits,
+            self.v_out, self.v_dq, self.bce_out, self.aux_out, self.a_star, self.d_adv, self.d_val, self.td,
+            self.losses, self.v_used, self.v_used_next, self.advantage, self.ret, self.d_pi, self.entropy, self.kl,
+            self.ratio, self.dv, self.dbce, self.daux, self.dh, self.dh1, self.guard_partial)
 
     def act_forward(self, obs, gate):
         """pi logits [b, N_ACTIONS] of the online net at obs [b, obs_dim] (b <= max_b), for acting.

@@ -49,7 +49,7 @@ RUN_FILES = (CONFIG_FILE, DIAG_FILE, PARQUET_FILE, CHECKPOINT_FILE, SUMMARY_FILE
 #: Where runs go without --run-dir: runs/<timestamp>-s<seed>.
 RUNS_ROOT = "runs"
 #: Options a resumed run may change; everything else comes from the run's own config.toml.
-RESUME_OVERRIDABLE = ("steps", "backend", "graph", "tensor_cores")
+RESUME_OVERRIDABLE = ("steps", "backend", "graph", "tensor_cores", "fused_update")
 
 
 class RunDirError(ValueError):

@@ -145,8 +145,9 @@ def _timed(fn, stream, timer, iters: int, warmup: int, eager: bool, repeats: int
 
 
 def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bool, replay_n: int = MIN_REPLAY,
-              tensor_cores: str = "off", peer: bool = True) -> dict:
-    """One row: B, M, the update and its products with ``tensor_cores``; the peer's cells when ``peer``."""
+              tensor_cores: str = "off", peer: bool = True, fused: str = "off") -> dict:
+    """One row: B, M, the update and its products with ``tensor_cores`` (``fused``: the learner's path,
+    alpharl.learner); the peer's cells when ``peer``."""
     from numba import cuda
 
     from alpharl.cuda_kernels.nets import adam as KA
@@ -158,7 +159,7 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
     rng = np.random.default_rng(0)
     stream = cuda.stream()
     nets = Nets(d, seed=0, hidden=h)
-    learner = Learner(nets, b, m, stream=stream, tensor_cores=tensor_cores)
+    learner = Learner(nets, b, m, stream=stream, tensor_cores=tensor_cores, fused=fused)
     env, rep = _batches(b, m, d, rng)
     isv = cuda.to_device(S.bootstrap_vector())
     gate = cuda.to_device(np.ones(1, np.int32))
@@ -170,7 +171,7 @@ def bench_one(b: int, m: int, d: int, h: int, iters: int, warmup: int, eager: bo
     def update():
         learner.update(env, rep, isv, gate)
 
-    res = {"B": b, "M": m, "obs_dim": d, "hidden": h, "tensor_cores": tensor_cores, "mode": None,
+    res = {"B": b, "M": m, "obs_dim": d, "hidden": h, "tensor_cores": tensor_cores, "fused": fused, "mode": None,
            "flops": update_flops(b, m, d, h)}
     res["update_us"], res["mode"] = _timed(update, stream, timer, iters, warmup, eager)
 
@@ -228,16 +229,17 @@ PEER_COLUMNS = tuple(c for c in TABLE_COLUMNS if c[1] in ("learn_us", *PEER_KEYS
 
 def _x_off(r: dict, results: list[dict]):
     """The update's µs with tensor cores off over row r's, at r's B and M (None without an off row)."""
-    off = [o["update_us"] for o in results if (o["B"], o["M"], o.get("tensor_cores", "off")) == (r["B"], r["M"], "off")]
+    off = [o["update_us"] for o in results if (o["B"], o["M"], o.get("tensor_cores", "off"), o.get("fused", "off")) ==
+           (r["B"], r["M"], "off", "off")]
     return off[0] / r["update_us"] if off else None
 
 
 def _table(results: list[dict], peak: float) -> str:
-    lines = ["| B | M | tensor cores | update µs | × off | update TFLOP/s | % fp32 peak | " + " | ".join(c for c, _, _ in PEER_COLUMNS) + " | " +
+    lines = ["| B | M | tensor cores | fused | update µs | × off | update TFLOP/s | % fp32 peak | " + " | ".join(c for c, _, _ in PEER_COLUMNS) + " | " +
              " | ".join(f"{k} µs (TFLOP/s, % peak)" for k in results[0]["kernels"]) + " |",
-             "|" + "---|" * (7 + len(PEER_COLUMNS) + len(results[0]["kernels"]))]
+             "|" + "---|" * (8 + len(PEER_COLUMNS) + len(results[0]["kernels"]))]
     for r in results:
-        cells = [str(r["B"]), str(r["M"]), r.get("tensor_cores", "off"), f"{r['update_us']:.1f}",
+        cells = [str(r["B"]), str(r["M"]), r.get("tensor_cores", "off"), r.get("fused", "off"), f"{r['update_us']:.1f}",
                  cell(_x_off(r, results), "{:.2f}"), f"{r['update_tflops']:.2f}",
                  f"{100 * r['update_tflops'] / peak:.1f}%"]
         cells += [cell(r[key], fmt) for _, key, fmt in PEER_COLUMNS]
@@ -260,6 +262,8 @@ def main(argv=None) -> int:
     ap.add_argument("--replay", type=int, default=MIN_REPLAY, help="filled replay slots (at least 4 M)")
     ap.add_argument("--tensor-cores", nargs="+", choices=TG.MODES, default=None,
                     help="modes to measure, a row each (default: off, and on where cuBLASLt can run)")
+    ap.add_argument("--fused", nargs="+", choices=("off", "on"), default=["off"],
+                    help="the learner's paths to time: the launch sequence (off), the one cooperative launch (on)")
     ap.add_argument("--no-peer", action="store_true", help="skip the PyTorch peer's cells")
     ap.add_argument("--quick", action="store_true",
                     help="tiny smoke run (B=2, M=2, obs 6, hidden 8, replay 64, 1 iteration)")
@@ -277,11 +281,11 @@ def main(argv=None) -> int:
         print(f"tensor cores: {why}; measuring off only")
         modes = ["off"]
     results = []
-    for b, tc in [(b, tc) for b in args.b for tc in modes]:
+    for b, tc, fu in [(b, tc, fu) for b in args.b for tc in modes for fu in args.fused]:
         r = bench_one(b, args.m or b, args.obs_dim, args.hidden, args.iters, args.warmup, args.eager, args.replay,
-                      tensor_cores=tc, peer=tc == modes[0] and not args.no_peer)
+                      tensor_cores=tc, peer=tc == modes[0] and fu == args.fused[0] and not args.no_peer, fused=fu)
         results.append(r)
-        print(f"B={b:6d} M={r['M']:6d} tc {tc:4s} update {r['update_us']:10.1f} µs  {r['update_tflops']:6.2f} TFLOP/s  "
+        print(f"B={b:6d} M={r['M']:6d} tc {tc:4s} fused {fu:3s} update {r['update_us']:10.1f} µs  {r['update_tflops']:6.2f} TFLOP/s  "
               f"learn {r['learn_us']:.1f} µs  × PyTorch {cell(r['x_pytorch'], '{:.2f}')}  "
               f"[{r['mode']}]  " + "  ".join(f"{k}: {v['us']:.1f} µs {v['tflops']:.2f}" for k, v in r["kernels"].items()),
               flush=True)

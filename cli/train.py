@@ -13,7 +13,7 @@ import typer
 
 from alpharl import rundir
 from alpharl.cli.errors import user_errors
-from alpharl.config import BACKENDS, TENSOR_CORE_MODES, TrainConfig
+from alpharl.config import BACKENDS, FUSED_MODES, TENSOR_CORE_MODES, TrainConfig
 from alpharl.dashboard import Dashboard
 from alpharl.sim.layout import PENALTY_UNITS
 
@@ -52,6 +52,7 @@ def train(
     adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help="C51 support at +-5 running return RMS instead of a fixed +-10. (default: off)", show_default=False)] = None,
     adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help="Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: off)", show_default=False)] = None,
     tensor_cores: Annotated[str | None, typer.Option("--tensor-cores", help=f"{' | '.join(TENSOR_CORE_MODES)}: the large layers' products on TF32 tensor cores (cuBLASLt via nvmath-python, the extra 'tc'); auto where measured faster. (default: {_D.tensor_cores})", show_default=False)] = None,
+    fused_update: Annotated[str | None, typer.Option("--fused-update", help=f"{' | '.join(FUSED_MODES)}: each learning update as one cooperative launch (nine phases between grid barriers) instead of its sequence of launches; measured slower, so off. (default: {_D.fused_update})", show_default=False)] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", help=f"G data-parallel ranks, one process per GPU, each with B/G backtests (NCCL all-reduce of the gradients and the ISV's batch statistics); with --backend numpy or sim the ranks run on the CPU. (default: {_D.gpus})", show_default=False)] = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Run the --gpus ranks as Ray actors with one GPU each on this cluster (its nodes must see the run directory and the data at the same paths; needs the extra 'ray').", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of options; command-line options override it.", show_default=False)] = None,
@@ -71,7 +72,7 @@ def train(
                               "sim.inventory_penalty": inventory_penalty,
                               "sim.inventory_penalty_unit": inventory_penalty_unit}, reward_norm=reward_norm,
                            adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors, gpus=gpus,
-                           tensor_cores=tensor_cores))
+                           tensor_cores=tensor_cores, fused_update=fused_update))
         note = rundir.check_paths(cfg, resume)
         if note:
             typer.echo(f"alpharl: {note}", err=True)

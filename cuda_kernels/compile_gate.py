@@ -63,6 +63,10 @@ def ptxas_resources(ptx: str, max_registers: int | None = None) -> dict:
     handle = nvjitlink.create(len(opts), opts)
     try:
         nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        if "cudaCGGetIntrinsicHandle" in ptx:   # a grid barrier: the device runtime's part, as numba links it
+            from numba.cuda.cudadrv.libs import get_cudalib
+
+            nvjitlink.add_file(handle, nvjitlink.InputType.LIBRARY, get_cudalib("cudadevrt", static=True))
         nvjitlink.complete(handle)
         log = bytearray(nvjitlink.get_info_log_size(handle))
         nvjitlink.get_info_log(handle, log)

@@ -16,8 +16,9 @@ references to its arrays and is dropped when one of them dies: the drop runs bef
 memory is freed, so an id in a live key always names its array, and the cache never keeps a
 temporary's device memory alive. Anything else (host arrays, which numba copies in and back;
 ``cuda.In``/``Out`` hints; records; foreign arrays) and every launch numba treats specially
-(writebacks, debug, cooperative or launch-config sensitive kernels, extensions, pre-launch
-callbacks) goes through numba at every call.
+(writebacks, debug or launch-config sensitive kernels, extensions, pre-launch callbacks) goes through
+numba at every call. A cooperative kernel (a grid barrier: rl_update_fused) is prepared the same way and
+launched with ``cuLaunchCooperativeKernel``.
 
 What the direct launch leaves out of numba's, and why that is safe: the context lookup of
 ``get_cufunc`` (done here the same way per launch, and part of the key), the push of the current
@@ -98,7 +99,8 @@ def _driver() -> SimpleNamespace:
     from numba.cuda.cudadrv.devices import get_context
     from numba.cuda.cudadrv.driver import CudaAPIError
 
-    return SimpleNamespace(launch=binding.cuLaunchKernel, success=binding.CUresult.CUDA_SUCCESS,
+    return SimpleNamespace(launch=binding.cuLaunchKernel, launch_cooperative=binding.cuLaunchCooperativeKernel,
+                           success=binding.CUresult.CUDA_SUCCESS,
                            function=binding.CUfunction, stream=binding.CUstream, params=ParamHolder,
                            array_types=(DeviceNDArrayBase,), context=get_context, error=CudaAPIError)
 
@@ -148,9 +150,10 @@ def launch_key(context, config, args, array_types):
 class Entry:
     """One prepared launch: the driver call's arguments and what must outlive them."""
 
-    __slots__ = ("call", "keep", "refs")
+    __slots__ = ("fn", "call", "keep", "refs")
 
-    def __init__(self, call: tuple, keep):
+    def __init__(self, fn, call: tuple, keep):
+        self.fn = fn
         self.call = call
         self.keep = keep
         self.refs = ()
@@ -162,7 +165,7 @@ def pack(dispatcher, config, args):
         return None
     (kern,) = dispatcher.overloads.values()  # a registry kernel has exactly its one signature
     lc = dispatcher[config]  # numba's own configuration object (cached): normalised grid, block, stream
-    if kern.debug or kern.cooperative or kern.extensions or lc.pre_launch_callbacks:
+    if kern.debug or kern.extensions or lc.pre_launch_callbacks:
         return None
     retr, kernelargs = [], []
     for ty, val in zip(kern.argument_types, args):
@@ -173,8 +176,10 @@ def pack(dispatcher, config, args):
     params = d.params(kernelargs)  # copies every value: the block does not depend on kernelargs living
     cufunc = kern._codelibrary.get_cufunc()
     call = (d.function(int(cufunc.handle)), *lc.griddim, *lc.blockdim, lc.sharedmem,
-            d.stream(int(lc.stream.handle)), params.ptr, 0)
-    return Entry(call, (params, cufunc))
+            d.stream(int(lc.stream.handle)), params.ptr)
+    if kern.cooperative:   # numba: cuLaunchKernelEx with the cooperative attribute, the same launch
+        return Entry(d.launch_cooperative, call, (params, cufunc))
+    return Entry(d.launch, call + (0,), (params, cufunc))
 
 
 class Launches:
@@ -211,7 +216,7 @@ class Launch:
         entry = None if key is None else self.launches.entries.get(key)
         if entry is not None:
             COUNTS.hits += 1
-            (err,) = d.launch(*entry.call)
+            (err,) = entry.fn(*entry.call)
             if err != d.success:
                 raise d.error(err, f"cuLaunchKernel of {self.dispatcher.__module__}.{self.dispatcher.__name__}")
             return

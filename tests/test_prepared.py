@@ -81,7 +81,7 @@ def plain(args):
 def fake_pack(dispatcher, config, args):
     if dispatcher.overloads["sig"].debug:
         return None
-    return prepared.Entry(("params of", config, *plain(args)), None)
+    return prepared.Entry(prepared._driver().launch, ("params of", config, *plain(args)), None)
 
 
 @pytest.fixture
@@ -254,9 +254,19 @@ assert [i64(b) for b in ours[9:18]] == [0, 0, 15, 4, 0x9000, 3, 5, 20, 4]
 assert i64(ours[18]) == 1 and i64(ours[19]) == 2**40 + 3
 assert [i64(b) for b in ours[20:]] == [0, 0, 6, 4, 0xA000, 6, 4, 0, 0, 2, 4, 0xB000, 2, 4]
 
+assert entry.fn is d.launch
+# a cooperative kernel: the same parameter block, launched by cuLaunchCooperativeKernel (no `extra`)
+kern.cooperative = True
+coop = prepared.pack(disp, ("grid", "block", stream, 96), args)
+kern.cooperative = False
+assert coop.fn is d.launch_cooperative and len(coop.call) == len(entry.call) - 1
+assert int(coop.call[0]) == int(f) and coop.call[1:8] == entry.call[1:8] and int(coop.call[8]) == int(hstream)
+assert block(coop.call[9], kargs) == ours
+
 # a hit hands the driver exactly the stored call
 hits = []
 d.launch, d.success, d.context = (lambda *call: hits.append(call) or (0,)), 0, (lambda: "ctx")
+entry.fn = d.launch
 launches = prepared.Launches()
 launches.put(prepared.launch_key("ctx", ("grid", "block", stream, 96), args, d.array_types), entry, args,
              d.array_types)

@@ -69,7 +69,7 @@ class DeviceBackend(SharedOps):
         # The update step's env rows are the rollout's T B; the t+1 rows are always B.
         self.ranks = rank_sync(comm, self.nets.layout.n_params, device=True, stream=st)
         self.learner = Learner(self.nets, T * B, m, stream=st, max_next=B, rel_update=config.adaptive_anchors,
-                               ranks=self.ranks, tensor_cores=config.tensor_cores)
+                               ranks=self.ranks, tensor_cores=config.tensor_cores, fused=config.fused_update)
         self.rollout = Rollout(T, B, self.obs_dim, device=True, stream=st) if T > 1 else None
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, seed, stream=st)
         self.controllers = Controllers(st, anchors=config.adaptive_anchors)

@@ -63,29 +63,36 @@ def rl_v_blend_alpha_controller(v_scalar, v_dq, n, isv, gate):
     tree_sum(s_err, tid, V_BLEND_CTRL_BLOCK)
     tree_sum(s_mag, tid, V_BLEND_CTRL_BLOCK)
     if tid == 0:
-        err_ema = isv[RL_V_TRACK_ERR_EMA]
-        mag_ema = isv[RL_V_SCALAR_MAG_EMA]
-        fresh = err_ema == 0.0 and mag_ema == 0.0
-        if n > 0:
-            obs_err = s_err[0] / float32(n)
-            obs_mag = s_mag[0] / float32(n)
-            if finite(obs_err) and finite(obs_mag):
-                err_ema = ema_update(err_ema, obs_err, float32(V_EMA_BETA))
-                mag_ema = ema_update(mag_ema, obs_mag, float32(V_EMA_BETA))
-                isv[RL_V_TRACK_ERR_EMA] = err_ema
-                isv[RL_V_SCALAR_MAG_EMA] = mag_ema
-            else:
-                isv[RL_NAN_SIGNALS] += float32(1.0)
-        alpha = isv[RL_V_BLEND_ALPHA]
-        if alpha == 0.0 and fresh:
-            alpha = float32(V_ALPHA_BOOTSTRAP)
-        elif mag_ema >= float32(V_DEAD_SIGNAL):
-            ratio = err_ema / mag_ema
-            if ratio > float32(V_TRACK_BAND * V_TRACK_TARGET):
-                alpha = alpha + float32(V_ALPHA_STEP)
-            elif ratio < float32(V_TRACK_TARGET / V_TRACK_BAND):
-                alpha = alpha - float32(V_ALPHA_STEP)
-        isv[RL_V_BLEND_ALPHA] = clampf(alpha, float32(0.0), float32(1.0))
+        v_blend_alpha_emit(isv, s_err[0], s_mag[0], n)
+
+
+@cuda.jit(device=True)
+def v_blend_alpha_emit(isv, sum_err, sum_mag, n):
+    """The controller's rule (one thread) from the batch sums sum |V_dq - V_scalar| and sum |V_scalar| over n
+    rows: the EMAs, then alpha into isv[RL_V_BLEND_ALPHA] (rl_v_blend_alpha_controller's docstring)."""
+    err_ema = isv[RL_V_TRACK_ERR_EMA]
+    mag_ema = isv[RL_V_SCALAR_MAG_EMA]
+    fresh = err_ema == 0.0 and mag_ema == 0.0
+    if n > 0:
+        obs_err = sum_err / float32(n)
+        obs_mag = sum_mag / float32(n)
+        if finite(obs_err) and finite(obs_mag):
+            err_ema = ema_update(err_ema, obs_err, float32(V_EMA_BETA))
+            mag_ema = ema_update(mag_ema, obs_mag, float32(V_EMA_BETA))
+            isv[RL_V_TRACK_ERR_EMA] = err_ema
+            isv[RL_V_SCALAR_MAG_EMA] = mag_ema
+        else:
+            isv[RL_NAN_SIGNALS] += float32(1.0)
+    alpha = isv[RL_V_BLEND_ALPHA]
+    if alpha == 0.0 and fresh:
+        alpha = float32(V_ALPHA_BOOTSTRAP)
+    elif mag_ema >= float32(V_DEAD_SIGNAL):
+        ratio = err_ema / mag_ema
+        if ratio > float32(V_TRACK_BAND * V_TRACK_TARGET):
+            alpha = alpha + float32(V_ALPHA_STEP)
+        elif ratio < float32(V_TRACK_TARGET / V_TRACK_BAND):
+            alpha = alpha - float32(V_ALPHA_STEP)
+    isv[RL_V_BLEND_ALPHA] = clampf(alpha, float32(0.0), float32(1.0))
 
 
 @cuda.jit(device=True)

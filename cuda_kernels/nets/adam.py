@@ -141,22 +141,29 @@ def rl_grad_guard(gate, grad, params, m, v, table, isv, state, module_mask, rel_
     tree_sum(s_w, tid, GUARD_BLOCK)
     tree_sum(s_all, tid, GUARD_BLOCK)
     if tid == 0:
-        norm_w = math.sqrt(s_w[0])
-        total = math.sqrt(s_w[0] + s_all[0])
-        obs_slot = table[k * TABLE_COLS + COL_OBS_SLOT]
-        isv[obs_slot] = norm_w
-        if rel_update != 0 and finite(total):
-            ref = max(s_p[0], float32(table[k * TABLE_COLS + COL_W_REF_SQ]))
-            rho = float32(0.0)
-            if ref > float32(0.0):
-                rho = isv[table[k * TABLE_COLS + COL_LR_SLOT]] * math.sqrt(s_u[0]) / math.sqrt(ref)
-            isv[obs_slot + REL_UPDATE_OBS_OFFSET] = rho if finite(rho) else float32(0.0)
-        if finite(total):
-            state[k * STATE_COLS + STATE_STEP] += 1
-            state[k * STATE_COLS + STATE_ARMED] = 1
-        else:
-            state[k * STATE_COLS + STATE_ARMED] = 0
-            isv[table[k * TABLE_COLS + COL_NAN_SLOT]] += float32(1.0)
+        guard_finish(k, s_w[0], s_all[0], s_u[0], s_p[0], table, isv, state, rel_update)
+
+
+@cuda.jit(device=True)
+def guard_finish(k, sum_w, sum_rest, sum_u, sum_p, table, isv, state, rel_update):
+    """rl_grad_guard's decision for module k (one thread) from its sums of squares: grad_w (sum_w), the rest of
+    its gradient (sum_rest) and, with rel_update, the Adam direction (sum_u) and grad_w's parameters (sum_p)."""
+    norm_w = math.sqrt(sum_w)
+    total = math.sqrt(sum_w + sum_rest)
+    obs_slot = table[k * TABLE_COLS + COL_OBS_SLOT]
+    isv[obs_slot] = norm_w
+    if rel_update != 0 and finite(total):
+        ref = max(sum_p, float32(table[k * TABLE_COLS + COL_W_REF_SQ]))
+        rho = float32(0.0)
+        if ref > float32(0.0):
+            rho = isv[table[k * TABLE_COLS + COL_LR_SLOT]] * math.sqrt(sum_u) / math.sqrt(ref)
+        isv[obs_slot + REL_UPDATE_OBS_OFFSET] = rho if finite(rho) else float32(0.0)
+    if finite(total):
+        state[k * STATE_COLS + STATE_STEP] += 1
+        state[k * STATE_COLS + STATE_ARMED] = 1
+    else:
+        state[k * STATE_COLS + STATE_ARMED] = 0
+        isv[table[k * TABLE_COLS + COL_NAN_SLOT]] += float32(1.0)
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, int32[::1], "
@@ -174,15 +181,27 @@ def rl_adam(gate, params, grad, m, v, n_total, table, isv, state):
     i = cuda.grid(1)
     if i >= n_total:
         return
+    k = module_of(i, table)
+    if state[k * STATE_COLS + STATE_ARMED] == 0:
+        return
+    adam_element(i, params, grad, m, v, isv[table[k * TABLE_COLS + COL_LR_SLOT]],
+                 float32(state[k * STATE_COLS + STATE_STEP]))
+
+
+@cuda.jit(device=True)
+def module_of(i, table):
+    """The module k whose [offset, offset + size) slice of the flat buffers holds element i."""
     k = 0
     for j in range(N_MODULES):
         off = table[j * TABLE_COLS + COL_OFFSET]
         if off <= i < off + table[j * TABLE_COLS + COL_SIZE]:
             k = j
-    if state[k * STATE_COLS + STATE_ARMED] == 0:
-        return
-    t = float32(state[k * STATE_COLS + STATE_STEP])
-    lr = isv[table[k * TABLE_COLS + COL_LR_SLOT]]
+    return k
+
+
+@cuda.jit(device=True)
+def adam_element(i, params, grad, m, v, lr, t):
+    """One element's bias-corrected Adam step at step t (>= 1) with learning rate lr (rl_adam)."""
     mi, vi = adam_moments(m[i], v[i], grad[i])
     m[i] = mi
     v[i] = vi

@@ -67,31 +67,11 @@ def rl_compute_advantage_return(gate, reward, done, v_used, v_used_tp1, n, isv, 
         advantage[b], ret[b] = advantage_return(reward[b], done[b], v_used[b], v_used_tp1[b], isv[RL_GAMMA])
 
 
-@kernel("void(int32[::1], int32, float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
-        "float32[::1], float32[::1], int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
-        "float32[::1], float32[::1], int32, int32, float32[::1], int32, float32[::1], float32[::1], float32[::1], "
-        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
-        "float32[::1], float32[::1])")
-def rl_env_rows(gate, mode, v_s, v_dq, v_s_tp1, v_dq_tp1, reward, done, pi_logits, actions, logp_old, ppo_adv,
-                bce_out, label_up, aux_out, label_ret, n, n_next, isv, stride, v_used, v_used_tp1, advantage, ret,
-                d_pi, entropy, kl, ratio, dv, dbce, daux, losses):
-    """The per-env-row tail of the learning update for rows b < n, in ``mode`` (see the module docstring).
-
-    Inputs at t: V_scalar v_s, V_dq v_dq, pi_logits [n, N_ACTIONS], bce_out, aux_out;
-    at t+1 (rows b < n_next): v_s_tp1, v_dq_tp1; the env batch's reward, done, actions,
-    logp_old, label_up, label_ret; ENV_GAE: ppo_adv and ret; alpha = isv[RL_V_BLEND_ALPHA],
-    gamma = isv[RL_GAMMA] and the PPO slots. Outputs: v_used, v_used_tp1 (b < n_next),
-    advantage, ret (ENV_ONE_STEP); PPO's d_pi [n, N_ACTIONS], entropy, kl, ratio; dv (Huber
-    of V_scalar to the return), dbce, daux (each d(mean loss)/d(head output)); losses[LOSS_ROW_*
-    stride + b] the per-sample losses. ENV_ONE_STEP is the same maths, in the same order, as
-    rl_v_blend x2, rl_compute_advantage_return, rl_ppo_loss and rl_scalar_loss x3.
-    Launch [ceil(n / ENV_ROWS_BLOCK), ENV_ROWS_BLOCK]. gate[0] == 0: writes nothing.
-    """
-    if gate[0] == 0:
-        return
-    b = cuda.grid(1)
-    if b >= n:
-        return
+@cuda.jit(device=True)
+def env_row(b, mode, v_s, v_dq, v_s_tp1, v_dq_tp1, reward, done, pi_logits, actions, logp_old, ppo_adv, bce_out,
+            label_up, aux_out, label_ret, n, n_next, isv, stride, v_used, v_used_tp1, advantage, ret, d_pi, entropy,
+            kl, ratio, dv, dbce, daux, losses):
+    """``rl_env_rows`` for env row b < n (its arguments; the fused small-batch update runs the same rows)."""
     alpha = isv[RL_V_BLEND_ALPHA]
     vu = v_blend_value(alpha, v_s[b], v_dq[b])
     v_used[b] = vu
@@ -120,3 +100,32 @@ def rl_env_rows(gate, mode, v_s, v_dq, v_s_tp1, v_dq_tp1, reward, done, pi_logit
         losses[LOSS_ROW_V * stride + b], dv[b] = scalar_loss_row(LOSS_HUBER, v_s[b], r, inv_n)
     losses[LOSS_ROW_BCE * stride + b], dbce[b] = scalar_loss_row(LOSS_BCE, bce_out[b], label_up[b], inv_n)
     losses[LOSS_ROW_AUX * stride + b], daux[b] = scalar_loss_row(LOSS_MSE, aux_out[b], label_ret[b], inv_n)
+
+
+@kernel("void(int32[::1], int32, float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
+        "float32[::1], float32[::1], int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
+        "float32[::1], float32[::1], int32, int32, float32[::1], int32, float32[::1], float32[::1], float32[::1], "
+        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], "
+        "float32[::1], float32[::1])")
+def rl_env_rows(gate, mode, v_s, v_dq, v_s_tp1, v_dq_tp1, reward, done, pi_logits, actions, logp_old, ppo_adv,
+                bce_out, label_up, aux_out, label_ret, n, n_next, isv, stride, v_used, v_used_tp1, advantage, ret,
+                d_pi, entropy, kl, ratio, dv, dbce, daux, losses):
+    """The per-env-row tail of the learning update for rows b < n, in ``mode`` (see the module docstring).
+
+    Inputs at t: V_scalar v_s, V_dq v_dq, pi_logits [n, N_ACTIONS], bce_out, aux_out;
+    at t+1 (rows b < n_next): v_s_tp1, v_dq_tp1; the env batch's reward, done, actions,
+    logp_old, label_up, label_ret; ENV_GAE: ppo_adv and ret; alpha = isv[RL_V_BLEND_ALPHA],
+    gamma = isv[RL_GAMMA] and the PPO slots. Outputs: v_used, v_used_tp1 (b < n_next),
+    advantage, ret (ENV_ONE_STEP); PPO's d_pi [n, N_ACTIONS], entropy, kl, ratio; dv (Huber
+    of V_scalar to the return), dbce, daux (each d(mean loss)/d(head output)); losses[LOSS_ROW_*
+    stride + b] the per-sample losses. ENV_ONE_STEP is the same maths, in the same order, as
+    rl_v_blend x2, rl_compute_advantage_return, rl_ppo_loss and rl_scalar_loss x3.
+    Launch [ceil(n / ENV_ROWS_BLOCK), ENV_ROWS_BLOCK]. gate[0] == 0: writes nothing.
+    """
+    if gate[0] == 0:
+        return
+    b = cuda.grid(1)
+    if b < n:
+        env_row(b, mode, v_s, v_dq, v_s_tp1, v_dq_tp1, reward, done, pi_logits, actions, logp_old, ppo_adv, bce_out,
+                label_up, aux_out, label_ret, n, n_next, isv, stride, v_used, v_used_tp1, advantage, ret, d_pi, entropy,
+                kl, ratio, dv, dbce, daux, losses)

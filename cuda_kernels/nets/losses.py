@@ -80,6 +80,17 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
     sh_t = cuda.shared.array((WARP_ROWS, N_ATOMS), float32)  # target logits at (s', a*)
     sh_o = cuda.shared.array((WARP_ROWS, N_ATOMS), float32)  # online logits at (s, a)
     sh_m = cuda.shared.array((WARP_ROWS, N_ATOMS), float32)  # projected target m
+    c51_rows(cuda.blockIdx.x, cuda.gridDim.x, sh_t, sh_o, sh_m, adv, val, actions, t_adv, t_val, a_star, reward,
+             done, is_w, n, isv, d_adv, d_val, loss, td)
+
+
+@cuda.jit(device=True)
+def c51_rows(blk, n_blk, sh_t, sh_o, sh_m, adv, val, actions, t_adv, t_val, a_star, reward, done, is_w, n, isv,
+             d_adv, d_val, loss, td):
+    """``rl_c51_loss``'s rows as block blk of n_blk WARP_ROW_BLOCK-thread blocks (its arguments; sh_t, sh_o,
+    sh_m: the block's shared [WARP_ROWS, N_ATOMS] rows, declared by the kernel: a shared array declared in
+    a device function is what numba-cuda-mlir does not compile). The fused small-batch update runs the same
+    rows. Every thread of the block must call it."""
     w = cuda.threadIdx.x // WARP
     z = cuda.threadIdx.x % WARP
     gamma = isv[RL_GAMMA]
@@ -88,7 +99,7 @@ def rl_c51_loss(gate, adv, val, actions, t_adv, t_val, a_star, reward, done, is_
     inv_a = float32(1.0) / float32(N_ACTIONS)
     # Rows stride over the grid's warps; the loop bounds are the same for the whole block,
     # so every thread reaches every syncthreads (idle lanes and rows >= n only skip the work).
-    for base in range(cuda.blockIdx.x * WARP_ROWS, n, cuda.gridDim.x * WARP_ROWS):
+    for base in range(blk * WARP_ROWS, n, n_blk * WARP_ROWS):
         b = base + w
         active = w < WARP_ROWS and b < n and z < N_ATOMS
         a = int32(0)
@@ -244,6 +255,17 @@ def scalar_loss_row(kind, x, y, inv_n):
     return float32(0.5) * e * e, inv_n * e
 
 
+@cuda.jit(device=True)
+def loss_count(r, n_q, n_b, n_pv):
+    """Samples of loss row r (rl_loss_means): n_q for Q, n_pv for pi and V, n_b for BCE and AUX."""
+    cnt = n_b
+    if r == 0:
+        cnt = n_q
+    elif r == RL_LOSS_PI - RL_LOSS_Q or r == RL_LOSS_V - RL_LOSS_Q:
+        cnt = n_pv
+    return cnt
+
+
 @kernel("void(int32[::1], float32[::1], int32, int32, int32, int32, float32[::1])")
 def rl_loss_means(gate, losses, stride, n_q, n_b, n_pv, isv):
     """isv[RL_LOSS_Q + r] = mean of losses[r, 0:n_r], r = Q, pi, V, BCE, AUX.
@@ -260,11 +282,7 @@ def rl_loss_means(gate, losses, stride, n_q, n_b, n_pv, isv):
     sh = cuda.shared.array(REDUCE_BLOCK, float32)
     r = cuda.blockIdx.x
     tid = cuda.threadIdx.x
-    cnt = n_b
-    if r == 0:
-        cnt = n_q
-    elif r == RL_LOSS_PI - RL_LOSS_Q or r == RL_LOSS_V - RL_LOSS_Q:
-        cnt = n_pv
+    cnt = loss_count(r, n_q, n_b, n_pv)
     acc = float32(0.0)
     for i in range(tid, cnt, REDUCE_BLOCK):
         acc += losses[r * stride + i]

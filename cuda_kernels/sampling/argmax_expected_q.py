@@ -33,10 +33,18 @@ def argmax_expected_q(gate, adv, val, n, isv, a_star):
         return
     sh_x = cuda.shared.array((WARP_ROWS, N_ACTIONS, N_ATOMS), float32)  # logits, then log-probs
     sh_e = cuda.shared.array((WARP_ROWS, N_ACTIONS), float32)  # E[Z(s', a)]
+    argmax_rows(cuda.blockIdx.x, cuda.gridDim.x, sh_x, sh_e, adv, val, n, isv, a_star)
+
+
+@cuda.jit(device=True)
+def argmax_rows(blk, n_blk, sh_x, sh_e, adv, val, n, isv, a_star):
+    """``argmax_expected_q``'s rows as block blk of n_blk WARP_ROW_BLOCK-thread blocks (its arguments; sh_x
+    [WARP_ROWS, N_ACTIONS, N_ATOMS] and sh_e [WARP_ROWS, N_ACTIONS]: the block's shared rows, declared by the
+    kernel). The fused small-batch update runs the same rows. Every thread of the block must call it."""
     w = cuda.threadIdx.x // WARP
     lane = cuda.threadIdx.x % WARP
     # Block-uniform loop bounds: every thread reaches every syncthreads.
-    for base in range(cuda.blockIdx.x * WARP_ROWS, n, cuda.gridDim.x * WARP_ROWS):
+    for base in range(blk * WARP_ROWS, n, n_blk * WARP_ROWS):
         b = base + w
         row = w < WARP_ROWS and b < n
         if row and lane < N_ATOMS:

@@ -121,6 +121,18 @@ def test_episode_options_reach_the_config(fake_trainer, tmp_path):
     assert type(config).from_toml(saved).sim == config.sim
 
 
+def test_fused_update_checked_and_recorded(fake_trainer, tmp_path):
+    assert_one_line_error(train("--fused-update", "sometimes"), "--fused-update", "sometimes", "off, on")
+    assert not fake_trainer.calls
+    r = train("--fused-update", "on", "--steps", 10, "--run-dir", tmp_path / "r", "--quiet")
+    assert r.exit_code == 0, r.output
+    config, _ = fake_trainer.calls[-1]
+    assert config.fused_update == "on"
+    saved = tmp_path / "config.toml"
+    saved.write_text(config.to_toml())
+    assert type(config).from_toml(saved).fused_update == "on"
+
+
 # ----------------------------------------------------------------- item 9: resume + config
 def test_resume_with_a_config_file_of_another_b_is_refused(fake_trainer, tmp_path, rng):
     run = make_run(tmp_path / "run", rows=2, rng=rng)            # b = 2

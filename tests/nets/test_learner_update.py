@@ -58,15 +58,20 @@ def _poison_outputs(learner):
         buf.copy_to_device(host)
 
 
+#: The learner's two paths: the launch sequence and the one cooperative launch (rl_update_fused).
+PATHS = pytest.mark.parametrize("fused", ["off", "on"])
+
+
 @pytest.mark.slow
-def test_whole_update_matches_reference_and_finite_differences(rng):
+@PATHS
+def test_whole_update_matches_reference_and_finite_differences(rng, fused):
     nets = _nets(rng)
     lay = nets.layout
     env, rep = _batches(rng)
     isv = S.bootstrap_vector()
     isv[S.RL_ENTROPY_COEF] = 0.05
     state0 = nets.state_dict()
-    learner = Learner(nets, B, M)
+    learner = Learner(nets, B, M, fused=fused)
     _poison_outputs(learner)
     isv_d = cuda.to_device(isv)
     out = learner.update(*_device(env, rep), isv_d, cuda.to_device(np.ones(1, np.int32)))
@@ -115,10 +120,11 @@ def test_whole_update_matches_reference_and_finite_differences(rng):
         np.testing.assert_allclose(got, getattr(ref.out, name), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-def test_gate_zero_leaves_everything_untouched(rng):
+@PATHS
+def test_gate_zero_leaves_everything_untouched(rng, fused):
     nets = _nets(rng)
     env, rep = _batches(rng)
-    learner = Learner(nets, B, M)
+    learner = Learner(nets, B, M, fused=fused)
     before = nets.state_dict()
     grads = nets.grads.copy_to_host()
     isv = S.bootstrap_vector()
@@ -164,8 +170,9 @@ def test_act_forward_gives_the_policy_logits(rng):
 
 
 @pytest.mark.slow
+@PATHS
 @pytest.mark.parametrize("b, m", [(37, 5), (5, 37)])
-def test_ragged_batches_match_reference(rng, b, m):
+def test_ragged_batches_match_reference(rng, b, m, fused):
     """B != M over several row tiles of the fused narrow forward and several chunks of the narrow dW:
     every gradient and per-sample output vs the float64 reference update."""
     nets = _nets(rng)
@@ -182,7 +189,7 @@ def test_ragged_batches_match_reference(rng, b, m):
                       is_weight=rng.uniform(0.2, 1.0, m).astype(np.float32))
     isv = S.bootstrap_vector()
     state0 = nets.state_dict()
-    learner = Learner(nets, b, m)
+    learner = Learner(nets, b, m, fused=fused)
     _poison_outputs(learner)
     out = learner.update(*_device(env, rep), cuda.to_device(isv), cuda.to_device(np.ones(1, np.int32)))
     ref = RL.update(state0, isv, env, rep, nets.layout)
@@ -272,7 +279,8 @@ def test_gae_mode_update_matches_reference_and_finite_differences(rng):
 
 
 @pytest.mark.slow
-def test_collect_mode_update_leaves_pi_and_v_alone(rng):
+@PATHS
+def test_collect_mode_update_leaves_pi_and_v_alone(rng, fused):
     """A collect step: pi and V keep parameters, moments, step counter, loss and grad-norm slots; the encoder's
     gradient is that of Q, BCE and AUX alone; everything else as the reference's collect update."""
     nets = _nets(rng)
@@ -281,7 +289,7 @@ def test_collect_mode_update_leaves_pi_and_v_alone(rng):
     isv = S.bootstrap_vector()
     isv[[S.RL_LOSS_PI, S.RL_LOSS_V, S.RL_OBS_PI_GRAD_NORM, S.RL_OBS_V_GRAD_NORM]] = [7.0, 8.0, 9.0, 10.0]
     state0 = nets.state_dict()
-    learner = Learner(nets, B, M)
+    learner = Learner(nets, B, M, fused=fused)
     isv_d = cuda.to_device(isv)
     out = learner.update(*_device(env, rep), isv_d, cuda.to_device(np.ones(1, np.int32)), mode=ENV_COLLECT)
     ref = RL.update(state0, isv, env, rep, lay, mode=ENV_COLLECT)
@@ -317,7 +325,8 @@ def test_modes_check_their_batches(rng):
     with pytest.raises(ValueError, match="mode"):
         learner.update(*_device(roll, rep), *args, mode=ENV_COLLECT)
 @pytest.mark.slow
-def test_update_on_an_adaptive_support_with_a_reward_gain_and_relative_updates(rng):
+@PATHS
+def test_update_on_an_adaptive_support_with_a_reward_gain_and_relative_updates(rng, fused):
     """The whole update reading a support and a reward gain set in the ISV (V_dq, a*, the C51 target and
     loss on that support, the replay's rewards times the gain) with the guard's relative updates on:
     gradients, per-sample outputs and the ISV slots vs the float64 reference update."""
@@ -330,7 +339,7 @@ def test_update_on_an_adaptive_support_with_a_reward_gain_and_relative_updates(r
     for k in range(len(MODULES)):
         isv[S.RL_LR_Q + k] = rng.uniform(1e-4, 3e-3)
     state0 = nets.state_dict()
-    learner = Learner(nets, B, M, rel_update=True)
+    learner = Learner(nets, B, M, rel_update=True, fused=fused)
     _poison_outputs(learner)
     isv_d = cuda.to_device(isv)
     out = learner.update(*_device(env, rep), isv_d, cuda.to_device(np.ones(1, np.int32)))
@@ -349,3 +358,20 @@ def test_update_on_an_adaptive_support_with_a_reward_gain_and_relative_updates(r
     assert (ref.isv[rel] > 0).all()
     np.testing.assert_allclose(got_isv[rel], ref.isv[rel], rtol=1e-4)
     np.testing.assert_allclose(got_isv[S.RL_LOSS_Q], ref.isv[S.RL_LOSS_Q], rtol=1e-4)
+
+
+def test_fused_path_choice(rng):
+    """off: the launch sequence; on: rl_update_fused (one launch); an unknown choice is refused."""
+    nets = _nets(rng)
+    env, rep = _batches(rng)
+    args = (*_device(env, rep), cuda.to_device(S.bootstrap_vector()), cuda.to_device(np.ones(1, np.int32)))
+    for fused in ("off", "on"):
+        learner = Learner(nets, B, M, fused=fused)
+        learner.h1.copy_to_device(np.full(learner.h1.shape, np.nan, np.float32))
+        learner.x0.copy_to_device(np.full(learner.x0.shape, np.nan, np.float32))
+        learner.update(*args)
+        # the sequence stacks the encoder's input rows into x0; the fused kernel reads the batches directly
+        assert np.isnan(learner.x0.copy_to_host()).all() == (fused == "on")
+        assert not np.isnan(learner.h1.copy_to_host()[:(2 * B + 2 * M) * HIDDEN]).any()
+    with pytest.raises(ValueError, match="fused"):
+        Learner(nets, B, M, fused="maybe")

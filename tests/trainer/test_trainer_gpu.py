@@ -90,3 +90,17 @@ def test_resume_in_a_new_process_is_bit_identical_on_gpu(tmp_path, rollout):
     assert meta["step"] == 2 * n
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+@pytest.mark.parametrize("rollout", [1, 4])
+def test_fused_update_graph_and_eager_are_bit_identical(rollout):
+    """--fused-update on: the cooperative launch captured in the step's graph replays what eager steps do, and
+    a second run from the same seed gives the same bits (rollout 4: the update step's first iteration runs
+    the sequence with its GAE pass, the others the fused launch)."""
+    steps = 12 if rollout == 1 else 13
+    a = _run(True, steps, rollout=rollout, fused_update="on").state_dict()
+    b = _run(False, steps, rollout=rollout, fused_update="on").state_dict()
+    c = _run(True, steps, rollout=rollout, fused_update="on").state_dict()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+        np.testing.assert_array_equal(a[k], c[k], err_msg=k)
