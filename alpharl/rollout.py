@@ -18,6 +18,7 @@ import numpy as np
 
 from alpharl.batches import EnvBatch, GaeInputs
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
+from alpharl.views import Views
 
 #: The buffer's fields, in rl_rollout_store's argument order, and their dtypes.
 FIELDS = (("obs", np.float32), ("action", np.int32), ("logp", np.float32), ("reward", np.float32),
@@ -37,6 +38,7 @@ class Rollout:
     def __init__(self, t_len: int, n_b: int, obs_dim: int, device: bool, stream=0):
         self.t_len, self.n_b, self.obs_dim = int(t_len), int(n_b), int(obs_dim)
         self.device = device
+        self.views = Views()  # the 1-D views ``flat`` hands out, made once
         n = self.t_len * self.n_b
         for name, dtype in FIELDS:
             host = np.zeros((n, self.obs_dim) if name == "obs" else n, dtype)
@@ -56,11 +58,7 @@ class Rollout:
         """The buffer's arrays in FIELDS order, 1-D (rl_rollout_store's trailing arguments): the same view
         objects at every step while the buffer's arrays stay the same (a repeated launch with them stays
         prepared, alpharl.cuda_kernels.prepared)."""
-        arrays = tuple(self.arrays.values())
-        made = getattr(self, "_flat", None)
-        if made is None or any(a is not b for a, b in zip(made[0], arrays)):
-            made = self._flat = (arrays, [a.reshape(a.size) if a.ndim > 1 else a for a in arrays])
-        return made[1]
+        return [self.views.flat(a) for a in self.arrays.values()]
 
     def env_batch(self, obs_next) -> EnvBatch:
         """The learner's env rows on the update step: the T B transitions, and obs_next = s_T [B, obs_dim] (the
