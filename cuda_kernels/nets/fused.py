@@ -5,8 +5,8 @@ sequence (alpharl/learner.py) is a few µs of latency-bound work, and the update
 a chain of them. Here the same maths runs as nine phases of one kernel, separated
 by grid barriers (``cuda.cg.this_grid().sync()``) instead of kernel boundaries,
 every phase a grid-stride loop over its outputs, so any grid size is correct (the
-CUDA simulator runs one block; the GPU one block per SM, all resident as a
-cooperative launch needs). Phases (what each needs is done by the one before):
+CUDA simulator runs one block; the GPU FUSED_BLOCKS_PER_SM blocks per SM, all resident
+as a cooperative launch needs). Phases (what each needs is done by the one before):
 
  A. encoder layer 1, online on all rows (read straight from the four observation
     batches: no stacked copy) and target on s';
@@ -55,8 +55,9 @@ FUSED_BLOCK = WARP_ROW_BLOCK
 #: The grad guard's sums per module: ||grad_w||^2, ||rest of grad||^2, and with relative updates
 #: ||Adam direction||^2 and ||params_w||^2 (rl_grad_guard's four).
 GUARD_SUMS = 4
-#: Blocks per SM of the cooperative grid (all must be resident at once).
-FUSED_BLOCKS_PER_SM = 1
+#: Blocks per SM of the cooperative grid (all must be resident at once): 2 measured fastest of 1, 2, 4 on the
+#: H200 (benchmarks/fused_phases.py; a barrier costs 1.20 / 1.59 / 2.47 µs, the phases' loads hide better).
+FUSED_BLOCKS_PER_SM = 2
 #: Most blocks per SM a grid may have (the guard's scratch is sized for it).
 FUSED_MAX_BLOCKS_PER_SM = 8
 #: Phases of the update (A .. I).
