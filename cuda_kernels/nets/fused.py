@@ -81,6 +81,15 @@ def guard_partial_size(grid: int) -> int:
 
 
 @cuda.jit(device=True)
+def barrier(grid):
+    """A grid barrier, then a block barrier: the grid barrier orders the block's threads too, but
+    compute-sanitizer's racecheck models only the block barrier between one phase's shared-memory reads
+    and the next phase's writes (without it: warnings, no errors)."""
+    grid.sync()
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
 def tree_sum_cols(sh, n_cols, tid):
     """sh[c FUSED_BLOCK] = sum of sh[c FUSED_BLOCK : (c + 1) FUSED_BLOCK] for every column c < n_cols, one
     barrier per level for all columns (tree_sum's order per column). Every thread of the block must call it."""
@@ -263,7 +272,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             r = q // h
             j = q - r * h
             th1[q] = math.tanh(dot_col(obs_sp, r * d, tparams, o_e1 + j, h, d) + tparams[o_e1 + d * h + j])
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 1:
         return
@@ -278,7 +287,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             r = q // h
             j = q - r * h
             th[q] = math.tanh(dot_col(th1, r * h, tparams, o_e2 + j, h, h) + tparams[o_e2 + h * h + j])
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 2:
         return
@@ -319,7 +328,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             r = q // N_ATOMS
             j = q - r * N_ATOMS
             t_val[q] = dot_col(th, r * h, tparams, o_qv + j, N_ATOMS, h) + tparams[o_qv + h * N_ATOMS + j]
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 3:
         return
@@ -344,7 +353,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
     cuda.syncthreads()   # a* of this block's rows (written by their lane 0) before the C51 rows read it
     c51_rows(blk, n_blk, sh_t, sh_o, sh_m, q_adv, q_val[o_s * N_ATOMS:], r_action, t_adv, t_val, a_star, r_reward,
              r_done, is_w, m, isv, d_adv, d_val, losses, td)
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 4:
         return
@@ -370,7 +379,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
                                                                               o_qv + k * N_ATOMS, N_ATOMS)
             y = hh[(o_s + s) * h + k]
             dh[(o_s + s) * h + k] = acc * (float32(1.0) - y * y)
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 5:
         return
@@ -404,7 +413,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             i = offsets[lay] + k * n_out + jj
             grads[i] = acc
             guard_add(gacc, i, acc, grads, params, adam_m, adam_v, table, adam_state, rel_update)
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 6:
         return
@@ -435,7 +444,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
         if tid == 0 and cnt > 0:
             isv[RL_LOSS_Q + lr_] = red[0] / float32(cnt)
         cuda.syncthreads()
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 7:
         return
@@ -454,7 +463,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
         guard_partial[blk * _RED_COLS + tid] = red[tid * FUSED_BLOCK]
     if tid < N_MODULES:
         t_step[tid] = float32(adam_state[tid * STATE_COLS + STATE_STEP] + 1)
-    grid.sync()
+    barrier(grid)
 
     if last_phase == 8:
         return
@@ -492,4 +501,4 @@ def rl_grid_barriers(n):
     n launches of it with n = 0, a chain of n empty graph nodes (benchmarks/fused_phases.py)."""
     grid = cuda.cg.this_grid()
     for _ in range(n):
-        grid.sync()
+        barrier(grid)
