@@ -67,8 +67,8 @@ import numpy as np
 from numba import cuda
 
 from alpharl.batches import EnvBatch, GaeInputs, LearnerOutputs, ReplayBatch
-from alpharl.cuda_kernels.controllers import v_blend as VB
 from alpharl.config import FUSED_MODES
+from alpharl.cuda_kernels.controllers import v_blend as VB
 from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import fused as KF
 from alpharl.cuda_kernels.nets import gemm as G
@@ -90,8 +90,6 @@ from alpharl.views import Views
 #: stream's [dW; db], the narrow layers' [dW; db], the encoder's layer-2 [dW; db] + loss means.
 NARROW_W, TARGET, Q_FORWARD, ENV_ROWS, Q_DW, NARROW_DW, ENC_DW = range(7)
 N_BRANCHES = 7
-
-
 
 
 #: The guard's module mask of an update that collects only (ENV_COLLECT): every module but pi and V.

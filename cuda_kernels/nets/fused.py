@@ -29,6 +29,12 @@ reduced per block, then over the blocks in order: deterministic for a given grid
 float32 summation order (tests: the learner suite with the fused path on).
 The grad guard's sums are taken where each gradient element is written (every
 thread adds the squares of the elements it writes), which saves a phase.
+
+Measured on the H200 (benchmarks/results/NOTES.md, 2026-12-03): slower than the
+sequence at every batch (98 against 68 µs at B = M = 16): a grid barrier costs about
+a graph's kernel boundary (1.3 against 1.5 µs), and a phase whose outputs are each
+one thread's loop waits on memory longer than the sequence's tiled kernels. So the
+learner runs it only with ``--fused-update on``.
 """
 import math
 
@@ -56,7 +62,7 @@ FUSED_BLOCK = WARP_ROW_BLOCK
 #: ||Adam direction||^2 and ||params_w||^2 (rl_grad_guard's four).
 GUARD_SUMS = 4
 #: Blocks per SM of the cooperative grid (all must be resident at once): 2 measured fastest of 1, 2, 4 on the
-#: H200 (benchmarks/fused_phases.py; a barrier costs 1.20 / 1.59 / 2.47 µs, the phases' loads hide better).
+#: H200 (benchmarks/fused_phases.py; a barrier costs 1.26 / 1.63 / 2.47 µs, more warps hide the loads better).
 FUSED_BLOCKS_PER_SM = 2
 #: Most blocks per SM a grid may have (the guard's scratch is sized for it).
 FUSED_MAX_BLOCKS_PER_SM = 8
