@@ -36,6 +36,7 @@ from pathlib import Path
 from alpharl import jsontext
 from alpharl.config import TrainConfig
 from alpharl.cuda_kernels import prepared
+from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE
 from alpharl.graph import CapturedGraph
 from alpharl.lobster.sample import load_embedded
 from alpharl.report import fitted_table
@@ -88,6 +89,17 @@ def _timed(fn, n: int, sync) -> float:
         fn()
     sync()
     return (time.perf_counter() - t0) / n
+
+
+def phase_times(tr, n: int, sync) -> dict:
+    """With rollouts (T > 1): µs of one replay of each phase's captured graph alone, the collect step and the
+    update step (where a rollout's cost over the one-step path lies; the whole-rollout mean is graph_us).
+    Replaying one phase over and over is safe for timing (the rollout's slot is the step count mod T) but
+    leaves the trainer's device state past its host step count: time it last. None for both with T = 1."""
+    if tr.config.rollout == 1:
+        return {"collect_us": None, "update_us": None}
+    return {"collect_us": 1e6 * _timed(tr.captured(ENV_COLLECT).replay, n, sync),
+            "update_us": 1e6 * _timed(tr.captured(ENV_GAE).replay, n, sync)}
 
 
 def floor_of(trainer, launches: int) -> dict:
@@ -189,6 +201,7 @@ def bench_b(b: int, steps: int, market, eager_steps: int | None = None, base: Tr
     }
     sim_graph.close()
     learn_graph.close()
+    row |= phase_times(tr, max(3, steps // t), sync)   # last: it leaves the device state past the host's
     return row
 
 
@@ -248,12 +261,14 @@ def run_bench(bs=DEFAULT_BS, steps: int = 200, starts: bool = True, base: TrainC
 TABLE_COLUMNS = (("B", "b", "{:d}"), ("graph µs/step", "graph_us", "{:.1f}"), ("eager µs/step", "eager_us", "{:.1f}"),
                  ("eager numba µs", "eager_numba_us", "{:.1f}"),
                  ("env-steps/s", "env_steps_per_s", "{:,.0f}"), ("µs/env-step", "us_per_env_step", "{:.4f}"),
-                 ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"), ("GPU MB", "gpu_mem_mb", "{:.0f}"),
+                 ("sim µs", "sim_us", "{:.1f}"), ("learn µs", "learn_us", "{:.1f}"),
+                 ("collect µs", "collect_us", "{:.1f}"), ("update µs", "update_us", "{:.1f}"),
+                 ("GPU MB", "gpu_mem_mb", "{:.0f}"),
                  ("nodes", "graph_nodes", "{:d}"), ("critical", "critical_nodes", "{:d}"),
                  ("floor µs", "floor_us", "{:.1f}"), ("meas/floor", "measured_over_floor", "{:.1f}"),
                  ("bound", "bound", "{}"), ("PyTorch eager µs", "torch_eager_us", "{:.1f}"),
                  ("PyTorch graph µs", "torch_graph_us", "{:.1f}"), ("× PyTorch", "x_pytorch", "{:.2f}"))
-TABLE_GIVE_WAY = ("eager numba µs", "PyTorch eager µs", "critical", "nodes", "meas/floor", "GPU MB", "sim µs",
+TABLE_GIVE_WAY = ("collect µs", "update µs", "eager numba µs", "PyTorch eager µs", "critical", "nodes", "meas/floor", "GPU MB", "sim µs",
                   "µs/env-step", "eager µs/step", "floor µs", "bound", "PyTorch graph µs", "learn µs")
 
 

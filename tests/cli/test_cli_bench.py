@@ -72,3 +72,21 @@ def test_peer_cells_say_why_when_torch_is_missing():
     console.print(format_table(report))
     text = console.export_text()
     assert "× PyTorch" in text and "n/a (torch not installed)" in text
+
+
+def test_phase_times_replay_each_rollout_phase_alone():
+    """With rollouts the bench times the collect and the update step's graphs one by one (n replays each);
+    with T = 1 both cells are empty."""
+    from types import SimpleNamespace
+
+    from alpharl.bench import phase_times
+    from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE
+
+    calls = []
+    graphs = {ph: SimpleNamespace(replay=lambda ph=ph: calls.append(ph)) for ph in (ENV_COLLECT, ENV_GAE)}
+    tr = SimpleNamespace(config=SimpleNamespace(rollout=16), captured=graphs.get)
+    got = phase_times(tr, 5, lambda: None)
+    assert calls == [ENV_COLLECT] * 5 + [ENV_GAE] * 5
+    assert set(got) == {"collect_us", "update_us"} and all(v >= 0 for v in got.values())
+    tr.config.rollout = 1
+    assert phase_times(tr, 5, lambda: None) == {"collect_us": None, "update_us": None}
