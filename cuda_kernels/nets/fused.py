@@ -210,12 +210,11 @@ def guard_add(acc, i, g, grads, params, m, v, table, state, rel_update):
 
 _F, _I, _S = "float32[::1]", "int32[::1]", "int32"
 #: rl_update_fused's argument types, in order (see its docstring).
-_FUSED_ARGS = ([_I, _S] + [_F] * 6 + [_I] * 3 + [_S] * 7          # gate, mode, isv .. adam_v, table, state, offsets, d .. n_params
-               + [_F] * 4 + [_I] + [_F] * 4                       # obs_t, obs_tp1, reward, done, action, logp_old .. ppo_adv
-               + [_F] * 2 + [_I] + [_F] * 3                       # obs_s, obs_sp, r_action, r_reward, r_done, is_w
-               + [_S] * 7                                         # b, m, n_next, stride, module_mask, rel_update, last
-
-               + [_F] * 13 + [_I] + [_F] * 18)                    # h1 .. aux_out, a_star, d_adv .. guard_partial
+_FUSED_ARGS = ([_I, _S] + [_F] * 6 + [_I] * 3 + [_S] * 7   # gate, mode, isv .. adam_v, table, state, offsets, d .. n_params
+               + [_F] * 4 + [_I] + [_F] * 4                # obs_t, obs_tp1, reward, done, action, logp_old .. ppo_adv
+               + [_F] * 2 + [_I] + [_F] * 3                # obs_s, obs_sp, r_action, r_reward, r_done, is_w
+               + [_S] * 7                                  # b, m, n_next, stride, module_mask, rel_update, last_phase
+               + [_F] * 13 + [_I] + [_F] * 18)             # h1 .. aux_out, a_star, d_adv .. guard_partial
 
 
 @kernel(f"void({', '.join(_FUSED_ARGS)})")
