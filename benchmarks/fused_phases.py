@@ -2,8 +2,9 @@
 
 For each (B, M) and cooperative grid (blocks per SM), the update replayed from a CUDA graph with
 phases A .. p for p = 1 .. N_PHASES (cumulative µs; a phase's cost is the step between two rows),
-beside the launch sequence's whole update (``fused = off``), and the cost of a bare grid barrier
-(``rl_grid_sync_probe``: a cooperative kernel that only waits at its barriers).
+beside the launch sequence's whole update (``fused = off``); and per grid, what a bare grid barrier costs
+(``rl_grid_barriers``: one launch of BARRIERS barriers) against a kernel boundary in a graph (a chain of
+BARRIERS launches of it with no barrier).
 
     python benchmarks/fused_phases.py --b 16 256 --m 256 --per-sm 1 2 4 [--out DIR]
 """

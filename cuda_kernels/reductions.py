@@ -33,6 +33,19 @@ def tree_sum(sh, tid, width):
 
 
 @cuda.jit(device=True)
+def tree_sum_rows(sh, n_rows, tid, width):
+    """tree_sum of each row r < n_rows of sh ([n_rows, width] flat) into sh[r width], one barrier per level
+    for all rows (each row summed in tree_sum's order). Every thread must call it."""
+    s = width // 2
+    while s > 0:
+        if tid < s:
+            for r in range(n_rows):
+                sh[r * width + tid] += sh[r * width + tid + s]
+        cuda.syncthreads()
+        s //= 2
+
+
+@cuda.jit(device=True)
 def tree_max(sh, tid, width):
     """Max of sh[0:width] into sh[0] (width a power of two). Every thread must call it."""
     s = width // 2

@@ -48,12 +48,12 @@ from alpharl.cuda_kernels.nets.adam import (COL_LR_SLOT, COL_N_W, COL_OFFSET, N_
                                             strided_update_sumsq)
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, env_row
 from alpharl.cuda_kernels.nets.heads import N_Q_OUT, support_grid, v_dq_of
-from alpharl.cuda_kernels.nets.losses import N_LOSSES, c51_rows, loss_count
+from alpharl.cuda_kernels.nets.losses import N_LOSSES, c51_rows, loss_count, loss_mean_block
 from alpharl.cuda_kernels.nets.narrow import COL_BCE, COL_PI, COL_V, N_COLS, col_layer
 from alpharl.cuda_kernels.nets.warp import WARP_ROW_BLOCK, WARP_ROWS
+from alpharl.cuda_kernels.reductions import tree_sum_rows
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_rows
-from alpharl.isv import RL_LOSS_Q
 from alpharl.sizes import N_ACTIONS, N_ATOMS
 
 #: Threads per block: the C51 and a* rows run as one warp per row in WARP_ROW_BLOCK-thread blocks.
@@ -96,19 +96,6 @@ def barrier(grid):
 
 
 @cuda.jit(device=True)
-def tree_sum_cols(sh, n_cols, tid):
-    """sh[c FUSED_BLOCK] = sum of sh[c FUSED_BLOCK : (c + 1) FUSED_BLOCK] for every column c < n_cols, one
-    barrier per level for all columns (tree_sum's order per column). Every thread of the block must call it."""
-    s = FUSED_BLOCK // 2
-    while s > 0:
-        if tid < s:
-            for c in range(n_cols):
-                sh[c * FUSED_BLOCK + tid] += sh[c * FUSED_BLOCK + tid + s]
-        cuda.syncthreads()
-        s //= 2
-
-
-@cuda.jit(device=True)
 def dot_col(x, xo, w, wo, stride, n):
     """sum_k x[xo + k] w[wo + k stride] over k < n: one output of x W (W row-major, column wo). Four
     partial sums over k mod 4 (four loads in flight instead of one dependent chain), added in a fixed order."""
@@ -133,6 +120,13 @@ def dot_col(x, xo, w, wo, stride, n):
 def dot_row(x, xo, w, wo, n):
     """sum_c x[xo + c] w[wo + c] over c < n: one output of dY W^T (W's row wo); dot_col's order."""
     return dot_col(x, xo, w, wo, 1, n)
+
+
+@cuda.jit(device=True)
+def dense_out(x, xo, w, off, j, n_out, k_in):
+    """Output j of a dense layer on one row: x[xo : xo + k_in] W[:, j] + b[j], the layer's [W; b] block at
+    w[off:] (W row-major k_in x n_out, then b)."""
+    return dot_col(x, xo, w, off + j, n_out, k_in) + w[off + k_in * n_out + j]
 
 
 @cuda.jit(device=True)
@@ -180,15 +174,16 @@ def obs_row(r, d, b, m, obs_t, obs_s, obs_sp, obs_tp1):
 
 
 @cuda.jit(device=True)
-def env_dy(t, c, dv, d_pi, dbce, daux):
-    """d(loss)/d(narrow column c >= COL_V) of env row t."""
+def env_col(c, dv, d_pi, dbce, daux):
+    """(array, offset, row stride) of d(loss)/d(narrow column c >= COL_V) over the env rows: row t's value is
+    array[offset + t stride]."""
     if c == COL_V:
-        return dv[t]
+        return dv, 0, 1
     if c < COL_BCE:
-        return d_pi[t * N_ACTIONS + c - COL_PI]
+        return d_pi, c - COL_PI, N_ACTIONS
     if c == COL_BCE:
-        return dbce[t]
-    return daux[t]
+        return dbce, 0, 1
+    return daux, 0, 1
 
 
 @cuda.jit(device=True)
@@ -271,12 +266,12 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             r = o // h
             j = o - r * h
             x, xo = obs_row(r, d, b, m, obs_t, obs_s, obs_sp, obs_tp1)
-            h1[o] = math.tanh(dot_col(x, xo, params, o_e1 + j, h, d) + params[o_e1 + d * h + j])
+            h1[o] = math.tanh(dense_out(x, xo, params, o_e1, j, h, d))
         else:
             q = o - n_on
             r = q // h
             j = q - r * h
-            th1[q] = math.tanh(dot_col(obs_sp, r * d, tparams, o_e1 + j, h, d) + tparams[o_e1 + d * h + j])
+            th1[q] = math.tanh(dense_out(obs_sp, r * d, tparams, o_e1, j, h, d))
     barrier(grid)
 
     if last_phase == 1:
@@ -286,12 +281,12 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
         if o < n_on:
             r = o // h
             j = o - r * h
-            hh[o] = math.tanh(dot_col(h1, r * h, params, o_e2 + j, h, h) + params[o_e2 + h * h + j])
+            hh[o] = math.tanh(dense_out(h1, r * h, params, o_e2, j, h, h))
         else:
             q = o - n_on
             r = q // h
             j = q - r * h
-            th[q] = math.tanh(dot_col(th1, r * h, tparams, o_e2 + j, h, h) + tparams[o_e2 + h * h + j])
+            th[q] = math.tanh(dense_out(th1, r * h, tparams, o_e2, j, h, h))
     barrier(grid)
 
     if last_phase == 2:
@@ -304,15 +299,14 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
         if o < n_qa:
             r = o // nq
             j = o - r * nq
-            q_adv[o] = dot_col(hh, (o_s + r) * h, params, o_qa + j, nq, h) + params[o_qa + h * nq + j]
+            q_adv[o] = dense_out(hh, (o_s + r) * h, params, o_qa, j, nq, h)
         elif o < n_qa + n_nar:
             q = o - n_qa
             r = q // N_COLS
             c = q - r * N_COLS
             if c < COL_PI or r < b:   # q.val and V on every row; pi, BCE, AUX on the env rows at t only
                 lay, n_out, jj = col_layer(c)
-                wo = offsets[lay] + jj
-                y = dot_col(hh, r * h, params, wo, n_out, h) + params[wo + h * n_out]
+                y = dense_out(hh, r * h, params, offsets[lay], jj, n_out, h)
                 if c < COL_V:
                     q_val[r * N_ATOMS + jj] = y
                 elif c == COL_V:
@@ -327,12 +321,12 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             q = o - n_qa - n_nar
             r = q // nq
             j = q - r * nq
-            t_adv[q] = dot_col(th, r * h, tparams, o_qa + j, nq, h) + tparams[o_qa + h * nq + j]
+            t_adv[q] = dense_out(th, r * h, tparams, o_qa, j, nq, h)
         else:
             q = o - n_qa - n_nar - n_ta
             r = q // N_ATOMS
             j = q - r * N_ATOMS
-            t_val[q] = dot_col(th, r * h, tparams, o_qv + j, N_ATOMS, h) + tparams[o_qv + h * N_ATOMS + j]
+            t_val[q] = dense_out(th, r * h, tparams, o_qv, j, N_ATOMS, h)
     barrier(grid)
 
     if last_phase == 3:
@@ -341,7 +335,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
     v_min, _, dz = support_grid(isv)
     for r in range(g0, rows, gs):
         v_dq[r] = v_dq_of(q_val, r * N_ATOMS, v_min, dz)
-    if blk == 0:
+    if blk == 0:   # V_dq of s_t again here: other blocks write those rows' v_dq in this same phase
         a_err = float32(0.0)
         a_mag = float32(0.0)
         for i in range(tid, b, FUSED_BLOCK):
@@ -351,7 +345,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
         red[tid] = a_err
         red[FUSED_BLOCK + tid] = a_mag
         cuda.syncthreads()
-        tree_sum_cols(red, 2, tid)
+        tree_sum_rows(red, 2, tid, FUSED_BLOCK)
         if tid == 0:
             v_blend_alpha_emit(isv, red[0], red[FUSED_BLOCK], b)
     argmax_rows(blk, n_blk, sh_x, sh_e, q_adv[m * nq:], q_val[o_sp * N_ATOMS:], m, isv, a_star)
@@ -397,7 +391,8 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             acc = float32(0.0)
             for c in range(COL_V, N_COLS):
                 lay, n_out, jj = col_layer(c)
-                acc += env_dy(t, c, dv, d_pi, dbce, daux) * params[offsets[lay] + k * n_out + jj]
+                dy, dyo, dys = env_col(c, dv, d_pi, dbce, daux)
+                acc += dy[dyo + t * dys] * params[offsets[lay] + k * n_out + jj]
             y = hh[o]
             dh[o] = acc * (float32(1.0) - y * y)
         else:
@@ -407,14 +402,9 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             lay, n_out, jj = col_layer(c)
             if c < COL_V:   # q.val: the replay rows s
                 acc = col_sum(hh, o_s * h + k, h, d_val, jj, N_ATOMS, m, k == h)
-            elif c == COL_V:   # the others: the env rows s_t
-                acc = col_sum(hh, k, h, dv, 0, 1, b, k == h)
-            elif c < COL_BCE:
-                acc = col_sum(hh, k, h, d_pi, jj, N_ACTIONS, b, k == h)
-            elif c == COL_BCE:
-                acc = col_sum(hh, k, h, dbce, 0, 1, b, k == h)
-            else:
-                acc = col_sum(hh, k, h, daux, 0, 1, b, k == h)
+            else:   # the others: the env rows s_t
+                dy, dyo, dys = env_col(c, dv, d_pi, dbce, daux)
+                acc = col_sum(hh, k, h, dy, dyo, dys, b, k == h)
             i = offsets[lay] + k * n_out + jj
             grads[i] = acc
             guard_add(gacc, i, acc, grads, params, adam_m, adam_v, table, adam_state, rel_update)
@@ -439,16 +429,8 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
             dh1[q] = dot_row(dh, r * h, params, o_e2 + i * h, h) * (float32(1.0) - y * y)
     n_pv = 0 if mode == ENV_COLLECT else b
     for lr_ in range(blk, N_LOSSES, n_blk):   # block-uniform: every thread reaches the barriers
-        cnt = loss_count(lr_, m, b, n_pv)
-        acc = float32(0.0)
-        for i in range(tid, cnt, FUSED_BLOCK):
-            acc += losses[lr_ * stride + i]
-        red[tid] = acc
-        cuda.syncthreads()
-        tree_sum_cols(red, 1, tid)
-        if tid == 0 and cnt > 0:
-            isv[RL_LOSS_Q + lr_] = red[0] / float32(cnt)
-        cuda.syncthreads()
+        loss_mean_block(losses, lr_, stride, loss_count(lr_, m, b, n_pv), isv, red, tid, FUSED_BLOCK)
+        cuda.syncthreads()   # red is the next row's
     barrier(grid)
 
     if last_phase == 7:
@@ -463,7 +445,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
     for c in range(_RED_COLS):
         red[c * FUSED_BLOCK + tid] = gacc[c]
     cuda.syncthreads()
-    tree_sum_cols(red, _RED_COLS, tid)
+    tree_sum_rows(red, _RED_COLS, tid, FUSED_BLOCK)
     if tid < _RED_COLS:
         guard_partial[blk * _RED_COLS + tid] = red[tid * FUSED_BLOCK]
     if tid < N_MODULES:
@@ -480,7 +462,7 @@ def rl_update_fused(gate, mode, isv, params, tparams, grads, adam_m, adam_v, tab
         for c in range(_RED_COLS):
             red[c * FUSED_BLOCK + tid] += guard_partial[z * _RED_COLS + c]
     cuda.syncthreads()
-    tree_sum_cols(red, _RED_COLS, tid)
+    tree_sum_rows(red, _RED_COLS, tid, FUSED_BLOCK)
     if tid < N_MODULES:
         k = tid
         s0 = red[(k * GUARD_SUMS) * FUSED_BLOCK]

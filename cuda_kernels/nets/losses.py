@@ -266,6 +266,21 @@ def loss_count(r, n_q, n_b, n_pv):
     return cnt
 
 
+@cuda.jit(device=True)
+def loss_mean_block(losses, r, stride, cnt, isv, sh, tid, width):
+    """isv[RL_LOSS_Q + r] = mean of losses[r stride : r stride + cnt] by one block of ``width`` threads (a power
+    of two; sh: its [width] shared floats), block-stride sums then the tree: a fixed order. Not written
+    when cnt == 0. Every thread of the block must call it (rl_loss_means, the fused update)."""
+    acc = float32(0.0)
+    for i in range(tid, cnt, width):
+        acc += losses[r * stride + i]
+    sh[tid] = acc
+    cuda.syncthreads()
+    tree_sum(sh, tid, width)
+    if tid == 0 and cnt > 0:
+        isv[RL_LOSS_Q + r] = sh[0] / float32(cnt)
+
+
 @kernel("void(int32[::1], float32[::1], int32, int32, int32, int32, float32[::1])")
 def rl_loss_means(gate, losses, stride, n_q, n_b, n_pv, isv):
     """isv[RL_LOSS_Q + r] = mean of losses[r, 0:n_r], r = Q, pi, V, BCE, AUX.
@@ -281,13 +296,4 @@ def rl_loss_means(gate, losses, stride, n_q, n_b, n_pv, isv):
         return
     sh = cuda.shared.array(REDUCE_BLOCK, float32)
     r = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    cnt = loss_count(r, n_q, n_b, n_pv)
-    acc = float32(0.0)
-    for i in range(tid, cnt, REDUCE_BLOCK):
-        acc += losses[r * stride + i]
-    sh[tid] = acc
-    cuda.syncthreads()
-    tree_sum(sh, tid, REDUCE_BLOCK)
-    if tid == 0 and cnt > 0:
-        isv[RL_LOSS_Q + r] = sh[0] / float32(cnt)
+    loss_mean_block(losses, r, stride, loss_count(r, n_q, n_b, n_pv), isv, sh, cuda.threadIdx.x, REDUCE_BLOCK)
