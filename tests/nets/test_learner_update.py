@@ -375,3 +375,13 @@ def test_fused_path_choice(rng):
         assert not np.isnan(learner.h1.copy_to_host()[:(2 * B + 2 * M) * HIDDEN]).any()
     with pytest.raises(ValueError, match="fused"):
         Learner(nets, B, M, fused="maybe")
+
+
+def test_grid_barrier_probe_returns_after_its_barriers():
+    """rl_grid_barriers (the barrier-cost probe of benchmarks/fused_phases.py) writes nothing; one cooperative
+    grid passes n barriers and completes (the simulator's grids are one block)."""
+    from alpharl.cuda_kernels.nets.fused import FUSED_BLOCK, fused_grid, rl_grid_barriers
+
+    for n in (0, 3):
+        rl_grid_barriers[fused_grid(), FUSED_BLOCK](np.int32(n))
+    cuda.synchronize()
