@@ -1,7 +1,7 @@
 """The step kernel ``LobSim`` launches: ``lobsim_step`` compiled for the features its parameters use.
 
 The registered ``lobsim_step`` carries every optional feature (latencies in time, the L3 queue,
-last-seen entry queues, post-only, the sigma penalty, the fills log, order instructions) and
+last-seen entry queues, post-only, the sigma and quadratic penalties, the fills log, order instructions) and
 tests each at run time. Off by default, each still cost the default model's hot loop its branches,
 table loads and registers. Here the kernel modules are executed again (alpharl.sim.twins) with
 the switches (alpharl.cuda_kernels.lobsim.switches) of the features a launch cannot use set False,
@@ -39,6 +39,7 @@ def switches_for(ip, instructions: bool) -> tuple[bool, ...]:
           "LAST_SEEN": ip[L.IP_ENTRY_QUEUE] != 0,
           "POST_ONLY": ip[L.IP_POST_ONLY] != 0,
           "SIGMA_PENALTY": ip[L.IP_PENALTY_UNIT] == L.PENALTY_SIGMA,
+          "QUADRATIC_PENALTY": ip[L.IP_PENALTY_SHAPE] == L.PENALTY_QUADRATIC,
           "FILLS_LOG": ip[L.IP_FILL_CAP] > 0,
           "INSTRUCTIONS": instructions}
     return tuple(bool(on[n]) for n in switches.NAMES)

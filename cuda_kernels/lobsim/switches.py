@@ -26,6 +26,8 @@ LAST_SEEN = True
 POST_ONLY = True
 #: inventory_penalty_unit "sigma" (IP_PENALTY_UNIT): lambda x sigma.
 SIGMA_PENALTY = True
+#: inventory_penalty_shape "quadratic" (IP_PENALTY_SHAPE): |q| x |q| / lot.
+QUADRATIC_PENALTY = True
 #: A fills log (IP_FILL_CAP > 0): the ring written at every fill.
 FILLS_LOG = True
 #: Order instructions: a step given ``orders`` (none: the zeros ``LobSim.no_orders``, a no-op).
@@ -33,7 +35,7 @@ INSTRUCTIONS = True
 
 #: The switches in a fixed order (alpharl.sim.variants keys its builds by their values).
 NAMES = ("SYNTHETIC", "FEED_DELAY", "TIMED_ENTRY", "RESP_DELAY", "L3_FIFO", "LAST_SEEN", "POST_ONLY", "SIGMA_PENALTY",
-         "FILLS_LOG", "INSTRUCTIONS")
+         "QUADRATIC_PENALTY", "FILLS_LOG", "INSTRUCTIONS")
 
 #: lobsim_step writes the observations of a block's backtests to shared memory, rows of
 #: OBS_SHAPE = (threads, obs_dim), and the block stores them together, coalesced (a build for a

@@ -73,7 +73,9 @@ The semantics, in the order one env step applies them to every backtest
    float32 after the equity change, so the penalised reward is exactly the
    plain one minus that term); with ``inventory_penalty_unit = "sigma"``
    float32(lambda x sigma x |inventory| x tick $), sigma the RMS of the mid's
-   change per step (ticks) over the backtest's steps before this one. Then the
+   change per step (ticks) over the backtest's steps before this one; with
+   ``inventory_penalty_shape = "quadratic"`` |inventory| x |inventory| / lot
+   in place of |inventory| (q^2 / lot: the linear term at one lot). Then the
    step's change x (mid after - mid before; not counted where either end has
    no mid, both book sides empty) joins the mean square ``vol_msq``:
    m += (x^2 - m) / min(n, VOL_HORIZON), ``vol_steps`` = n the steps counted;
@@ -203,7 +205,10 @@ class ReferenceLobSim(HostState, StepOutputs):
         lam = self.fp[L.FP_INV_PENALTY]
         if self.ip[L.IP_PENALTY_UNIT] == L.PENALTY_SIGMA:
             lam = lam * np.sqrt(sf[L.F_VOL_MSQ])            # sigma of the steps before this one
-        penalty = (lam * np.abs(si[L.S_INVENTORY]) * self.tick_dollars).astype(np.float32)
+        held = np.abs(si[L.S_INVENTORY]).astype(np.float64)
+        if self.ip[L.IP_PENALTY_SHAPE] == L.PENALTY_QUADRATIC:
+            held = held * (held / float(self.ip[L.IP_LOT]))   # q^2 / lot: the linear term at one lot
+        penalty = (lam * held * self.tick_dollars).astype(np.float32)
         o = self.out
         o[L.OUT_REWARD] = (equity - sf[L.F_EQUITY]).astype(np.float32) - penalty
         o[L.OUT_DONE] = done
