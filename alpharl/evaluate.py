@@ -45,7 +45,7 @@ Statistics (``trade_stats``), in dollars, from the per-step rewards r[t, b]
   not only an episode's last), ``win_rate`` (share with PnL > 0),
   ``avg_trade`` (mean PnL per trade).
 
-A run's ``inventory_penalty`` is set to 0 here: it shapes the learning reward
+A run's ``inventory_penalty`` and ``inventory_penalty_quadratic`` are set to 0 here: they shape the learning reward
 only, and the statistics are of the equity.
 """
 from __future__ import annotations
@@ -242,7 +242,8 @@ def make_setup(config, market, start: float, end: float, b: int, steps: int | No
         raise EvalError(f"--b {b}: must be >= 1")
     if steps is not None and steps < 1:
         raise EvalError(f"--steps {steps}: must be >= 1")
-    params = dataclasses.replace(config.sim, inventory_penalty=0.0)   # a learning signal only: never in the PnL
+    # the holding penalty is a learning signal only: never in the PnL
+    params = dataclasses.replace(config.sim, inventory_penalty=0.0, inventory_penalty_quadratic=0.0)
     if fills:
         params = dataclasses.replace(params, fills_log_capacity=max(params.fills_log_capacity, FILLS_PER_STEP))
     if market is None:

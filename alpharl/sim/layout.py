@@ -258,13 +258,13 @@ def obs_names(obs_levels: int) -> list[str]:
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
  IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
  IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END, IP_PENALTY_UNIT,
- IP_RESP_DELAY, IP_PENALTY_SHAPE) = range(23)
+ IP_RESP_DELAY, IP_PENALTY_QUADRATIC) = range(23)
 N_IP = 23
 #: float64 parameter array fp[N_FP].
-FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE, FP_INV_PENALTY = range(4)
-N_FP = 4
+FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE, FP_INV_PENALTY, FP_INV_PENALTY_Q2 = range(5)
+N_FP = 5
 #: The choices of SimParams.fee_mode / queue_model / fill_rule / entry_queue / requote / episode_end /
-#: inventory_penalty_unit / inventory_penalty_shape; a choice's device code is its index here.
+#: inventory_penalty_unit; a choice's device code is its index here.
 FEE_MODES = ("per_share", "per_value")
 QUEUE_MODELS = ("risk_averse", "probabilistic", "l3_fifo")
 FILL_RULES = ("partial", "all_or_nothing", "whole_order")
@@ -272,7 +272,6 @@ ENTRY_QUEUES = ("visible", "last_seen")
 REQUOTES = ("keep", "replace")
 EPISODE_ENDS = ("round_trip", "horizon")
 PENALTY_UNITS = ("tick", "sigma")
-PENALTY_SHAPES = ("linear", "quadratic")
 FEE_PER_SHARE, FEE_PER_VALUE = range(len(FEE_MODES))
 QUEUE_RISK_AVERSE, QUEUE_PROBABILISTIC, QUEUE_L3_FIFO = range(len(QUEUE_MODELS))
 FILL_PARTIAL, FILL_ALL_OR_NOTHING, FILL_WHOLE_ORDER = range(len(FILL_RULES))
@@ -280,7 +279,6 @@ ENTRY_VISIBLE, ENTRY_LAST_SEEN = range(len(ENTRY_QUEUES))
 REQUOTE_KEEP, REQUOTE_REPLACE = range(len(REQUOTES))
 EPISODE_ROUND_TRIP, EPISODE_HORIZON = range(len(EPISODE_ENDS))
 PENALTY_TICK, PENALTY_SIGMA = range(len(PENALTY_UNITS))
-PENALTY_LINEAR, PENALTY_QUADRATIC = range(len(PENALTY_SHAPES))
 #: The choices of SimParams.off_tick_trades (host side: how the replayed events are built).
 OFF_TICK_TRADES = ("drop", "nearest")
 
@@ -329,12 +327,13 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_REQUOTE] = REQUOTES.index(p.requote)
     ip[IP_EPISODE_END] = EPISODE_ENDS.index(p.episode_end)
     ip[IP_PENALTY_UNIT] = PENALTY_UNITS.index(p.inventory_penalty_unit)
-    ip[IP_PENALTY_SHAPE] = PENALTY_SHAPES.index(p.inventory_penalty_shape)
+    ip[IP_PENALTY_QUADRATIC] = int(p.inventory_penalty_quadratic > 0)   # the q^2 term's switch
     fp = np.zeros(N_FP, np.float64)
     fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee
     fp[FP_TAKER_FEE] = p.taker_fee
     fp[FP_INV_PENALTY] = p.inventory_penalty
+    fp[FP_INV_PENALTY_Q2] = p.inventory_penalty_quadratic
     return ip, fp
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from alpharl.sim.layout import (ENTRY_QUEUES, EPISODE_ENDS, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, PENALTY_SHAPES,
-                                PENALTY_UNITS, QUEUE_MODELS, REQUOTES)
+from alpharl.sim.layout import (ENTRY_QUEUES, EPISODE_ENDS, FEE_MODES, FILL_RULES, OFF_TICK_TRADES, PENALTY_UNITS,
+                                QUEUE_MODELS, REQUOTES)
 
 #: What a valid value is, where the check alone would not say.
 _HINTS = {"episode_steps": " (>= 1, or 0 for one pass with episode_end 'horizon')",
           "episode_end": f" (one of {', '.join(EPISODE_ENDS)})",
           "inventory_penalty": " (a finite number >= 0)",
           "inventory_penalty_unit": f" (one of {', '.join(PENALTY_UNITS)})",
-          "inventory_penalty_shape": f" (one of {', '.join(PENALTY_SHAPES)})"}
+          "inventory_penalty_quadratic": " (a finite number >= 0)"}
 
 #: Keys older configs may hold, and the fill_rule each value stands for.
 LEGACY_PARTIAL_FILLS = {True: "partial", False: "all_or_nothing"}
@@ -58,14 +58,15 @@ class SimParams:
     step without a mid at either end (both sides of the book empty) is not counted. The estimate is
     the backtest's market statistic: carried across its episodes, cleared by the simulator's
     reset() (a fresh start from the seed) and started afresh in a state saved before it existed."""
-    inventory_penalty_shape: str = "linear"
-    """How the holding penalty grows with the position. "linear": lambda [x sigma] x |q| x tick, as
-    above. "quadratic": the same term times |q| / lot_size, i.e. lambda [x sigma] x q^2 / lot x tick:
-    equal to the linear term at one lot, n times it at n lots. The variance of a held position's
-    mark-to-market over a step is q^2 sigma^2, so a mean-variance trader's running cost grows with
-    q^2 (the market maker's inventory penalty of Avellaneda-Stoikov and Gueant): a few lots of
-    quoting inventory cost little, a position parked at max_position costs max_position / lot times
-    the linear term. Only the reward, as the term itself."""
+    inventory_penalty_quadratic: float = 0.0
+    """lambda_2 >= 0 of a second holding-penalty term, quadratic in the position: the step's term is
+    (lambda + lambda_2 x |q| / lot_size) [x sigma] x |q| x tick ($), in inventory_penalty_unit like
+    lambda: at one lot lambda_2 adds to lambda, at n lots n lambda_2 does. The variance of a held
+    position's mark over a step is q^2 sigma^2, so a mean-variance trader's running cost grows with q^2
+    (the market maker's inventory penalty of Avellaneda-Stoikov and Gueant), while lambda prices the
+    first lot: a position parked at max_position costs lambda_2 x max_position / lot_size more per
+    share than one lot of quoting inventory. 0: the linear term alone (bit for bit). Only the reward,
+    as lambda's term."""
     lot_size: int = 100
     """Shares per order: every order action trades one lot."""
     max_position: int = 500
@@ -159,7 +160,8 @@ class SimParams:
             "episode_end": self.episode_end in EPISODE_ENDS,
             "inventory_penalty": math.isfinite(self.inventory_penalty) and self.inventory_penalty >= 0.0,
             "inventory_penalty_unit": self.inventory_penalty_unit in PENALTY_UNITS,
-            "inventory_penalty_shape": self.inventory_penalty_shape in PENALTY_SHAPES,
+            "inventory_penalty_quadratic": (math.isfinite(self.inventory_penalty_quadratic)
+                                            and self.inventory_penalty_quadratic >= 0.0),
             "lot_size": self.lot_size >= 1,
             "max_position": self.max_position >= self.lot_size,
             "latency_events": self.latency_events >= 0,

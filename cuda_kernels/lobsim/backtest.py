@@ -19,12 +19,13 @@ from alpharl.cuda_kernels.lobsim.switches import (FEED_DELAY, INSTRUCTIONS, QUAD
                                                   SYNTHETIC, TIMED_ENTRY)
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
-from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_TICK_DOLLARS, F_CASH,
+from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_INV_PENALTY_Q2,
+                                FP_TICK_DOLLARS, F_CASH,
                                 F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY,
-                                F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_LOT, IP_PENALTY_SHAPE,
+                                F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_LOT, IP_PENALTY_QUADRATIC,
                                 IP_PENALTY_UNIT, IP_RESP_DELAY, IP_START_SPAN,
                                 IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EPISODE_F, N_MID_HIST, N_OUT, N_STATE_F,
-                                N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, PENALTY_QUADRATIC, PENALTY_SIGMA, S_VOL_STEPS,
+                                N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, PENALTY_SIGMA, S_VOL_STEPS,
                                 VOL_HORIZON, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
                                 S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_POST, S_BUY_PX, S_BUY_QA, S_BUY_QA0,
                                 S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT,
@@ -104,10 +105,13 @@ def replay_event(st, fs, rs, b, me, e1, mb, at1, ask1, bid1, width, arrived, pi,
 
 
 @cuda.jit(device=True)
-def penalty_ticks(fs, pi, pf):
-    """Ticks per share held of the step's holding penalty: lambda, or with inventory_penalty_unit
-    "sigma" lambda x sigma, sigma = sqrt(F_VOL_MSQ) the RMS mid change per step seen before it."""
+def penalty_ticks(fs, pi, pf, held):
+    """Ticks per share held of the step's holding penalty at ``held`` shares (float64): lambda, plus
+    lambda_2 x held / lot with inventory_penalty_quadratic, times sigma with inventory_penalty_unit
+    "sigma" (sigma = sqrt(F_VOL_MSQ), the RMS mid change per step seen before it)."""
     lam = pf[FP_INV_PENALTY]
+    if QUADRATIC_PENALTY and pi[IP_PENALTY_QUADRATIC] != 0:
+        lam = lam + pf[FP_INV_PENALTY_Q2] * (held / float64(pi[IP_LOT]))
     if SIGMA_PENALTY and pi[IP_PENALTY_UNIT] == PENALTY_SIGMA:
         lam = lam * math.sqrt(fs[F_VOL_MSQ])
     return lam
@@ -147,12 +151,10 @@ def end_step(st, fs, b, mb, at_e, row_e, closed, mid_before, trips0, base0, book
     open_end = trunc and st[S_WAS_OPEN] != 0      # the window ends a trade still open
     trade_done = st[S_TRIPS] != trips0 or open_end
     base = fs[F_TRIP_BASE]
-    # (lambda [x sigma]) x |q| [x |q| / lot] x tick in this order: "tick" / "linear" is bit for bit the
-    # term before the unit and the shape
+    # ((lambda [+ lambda_2 |q| / lot]) [x sigma]) x |q| x tick in this order: "tick" without lambda_2 is
+    # bit for bit the term before the unit and the quadratic term
     held = float64(abs(inv))
-    if QUADRATIC_PENALTY and pi[IP_PENALTY_SHAPE] == PENALTY_QUADRATIC:
-        held = held * (held / float64(pi[IP_LOT]))
-    penalty = float32(penalty_ticks(fs, pi, pf) * held * pf[FP_TICK_DOLLARS])
+    penalty = float32(penalty_ticks(fs, pi, pf, held) * held * pf[FP_TICK_DOLLARS])
     out[OUT_REWARD, b] = float32(equity - fs[F_EQUITY]) - penalty
     out[OUT_DONE, b] = float32(1.0) if done else float32(0.0)
     out[OUT_TRUNCATED, b] = float32(1.0) if trunc else float32(0.0)

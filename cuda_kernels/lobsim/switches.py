@@ -26,7 +26,7 @@ LAST_SEEN = True
 POST_ONLY = True
 #: inventory_penalty_unit "sigma" (IP_PENALTY_UNIT): lambda x sigma.
 SIGMA_PENALTY = True
-#: inventory_penalty_shape "quadratic" (IP_PENALTY_SHAPE): |q| x |q| / lot.
+#: inventory_penalty_quadratic > 0 (IP_PENALTY_QUADRATIC): lambda_2 x |q| / lot added to lambda.
 QUADRATIC_PENALTY = True
 #: A fills log (IP_FILL_CAP > 0): the ring written at every fill.
 FILLS_LOG = True

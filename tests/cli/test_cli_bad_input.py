@@ -89,7 +89,7 @@ def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_p
     ('synthetic = true\n[sim]\nepisode_steps = 0\nepisode_end = "horizon"', ["episode_steps", "--synthetic"]),
     ('[sim]\ninventory_penalty_unit = "ticks"', ["c.toml", "inventory_penalty_unit", "ticks", "sigma"]),
     ('[sim]\ninventory_penalty_unit = 1', ["c.toml", "inventory_penalty_unit"]),
-    ('[sim]\ninventory_penalty_shape = "square"', ["c.toml", "inventory_penalty_shape", "square", "quadratic"]),
+    ('[sim]\ninventory_penalty_quadratic = -0.5', ["c.toml", "inventory_penalty_quadratic", "-0.5"]),
 ])
 def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     cfg = tmp_path / "c.toml"
@@ -104,7 +104,7 @@ def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     (("--inventory-penalty", "nan"), ["inventory_penalty", "nan"]),
     (("--inventory-penalty", "inf"), ["inventory_penalty", "inf"]),
     (("--inventory-penalty-unit", "dollar"), ["inventory_penalty_unit", "dollar", "tick", "sigma"]),
-    (("--inventory-penalty-shape", "cubic"), ["inventory_penalty_shape", "cubic", "linear", "quadratic"]),
+    (("--inventory-penalty-quadratic", "nan"), ["inventory_penalty_quadratic", "nan"]),
 ])
 def test_episode_options_checked(fake_trainer, args, names):
     assert_one_line_error(train(*args), *names)
@@ -113,12 +113,12 @@ def test_episode_options_checked(fake_trainer, args, names):
 
 def test_episode_options_reach_the_config(fake_trainer, tmp_path):
     r = train("--episode-end", "horizon", "--inventory-penalty", 0.25, "--inventory-penalty-unit", "sigma",
-              "--inventory-penalty-shape", "quadratic", "--steps", 10, "--run-dir", tmp_path / "r", "--quiet")
+              "--inventory-penalty-quadratic", 0.1, "--steps", 10, "--run-dir", tmp_path / "r", "--quiet")
     assert r.exit_code == 0, r.output
     config, _ = fake_trainer.calls[-1]
     sim = config.sim
-    assert (sim.episode_end, sim.inventory_penalty, sim.inventory_penalty_unit, sim.inventory_penalty_shape) == (
-        "horizon", 0.25, "sigma", "quadratic")
+    assert (sim.episode_end, sim.inventory_penalty, sim.inventory_penalty_unit, sim.inventory_penalty_quadratic) == (
+        "horizon", 0.25, "sigma", 0.1)
     saved = tmp_path / "config.toml"                 # the run's config.toml records them
     saved.write_text(config.to_toml())
     assert type(config).from_toml(saved).sim == config.sim

@@ -89,34 +89,35 @@ def test_inventory_penalty_on_the_quiet_market(kind):
 
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_quadratic_inventory_penalty_on_the_quiet_market(kind):
-    """inventory_penalty_shape "quadratic": lambda x q^2 / lot x tick, the linear term at one lot and
-    twice it at two; the PnL never includes it."""
-    lam = 0.5
+    """inventory_penalty_quadratic lambda_2: (lambda + lambda_2 x |q| / lot) x |q| x tick, lambda +
+    lambda_2 a share at one lot, lambda + 2 lambda_2 at two; the PnL never includes it."""
+    lam, lam2 = 0.5, 0.25
     script = [A.MARKET_BUY, A.MARKET_BUY, A.HOLD, A.MARKET_SELL, A.HOLD, A.HOLD, A.HOLD]
     plain = run_script(_quiet(kind, episode_end="horizon"), script)
     pen = run_script(_quiet(kind, episode_end="horizon", inventory_penalty=lam,
-                            inventory_penalty_shape="quadratic"), script)
+                            inventory_penalty_quadratic=lam2), script)
     held = np.array([100, 200, 200, 100, 100, 100, 0])                # shares held after each step
-    term = (lam * (held * (held / 100)) * 0.01).astype(np.float32)    # q^2 / lot, lots of 100
+    term = ((lam + lam2 * (held / 100)) * held * 0.01).astype(np.float32)    # lots of 100, ticks of $0.01
     np.testing.assert_array_equal(pen.reward[:, 0], plain.reward[:, 0] - term)
     np.testing.assert_array_equal(pen.trade_pnl, plain.trade_pnl)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("episode_end, unit, shape", [("round_trip", "tick", "linear"), ("horizon", "tick", "linear"),
-                                                      ("round_trip", "sigma", "linear"),
-                                                      ("horizon", "sigma", "quadratic")])
-def test_inventory_penalty_is_exactly_the_term(episode_end, unit, shape, rng):
+@pytest.mark.parametrize("episode_end, unit, quadratic", [("round_trip", "tick", False), ("horizon", "tick", False),
+                                                          ("round_trip", "sigma", False), ("horizon", "sigma", True)])
+def test_inventory_penalty_is_exactly_the_term(episode_end, unit, quadratic, rng):
     """Random actions on real data: the penalised run's state is the plain run's, and its reward
     is exactly the plain reward less float32(lambda x |inventory| x tick $), or with the unit "sigma"
     float32(lambda x sigma x |inventory| x tick $), sigma = sqrt(vol_msq) before the step, and with
-    the shape "quadratic" |inventory| x |inventory| / lot in place of |inventory|, on both backends."""
+    inventory_penalty_quadratic lambda_2 lambda + lambda_2 x |inventory| / lot in place of lambda, on
+    both backends."""
     market = real_market(AMZN5, rows=1_500)
     base = SimParams(events_per_step=4, episode_steps=10, max_position=300, episode_end=episode_end,
-                     inventory_penalty_unit=unit, inventory_penalty_shape=shape)
+                     inventory_penalty_unit=unit)
     lam = float(rng.uniform(0.05, 2.0))
+    lam2 = float(rng.uniform(0.05, 1.0)) if quadratic else 0.0
     seed = int(rng.integers(1, 2**31))
-    sims = [cls(market, dataclasses.replace(base, inventory_penalty=x), 5, seed)
+    sims = [cls(market, dataclasses.replace(base, inventory_penalty=x, inventory_penalty_quadratic=lam2 if x else 0.0), 5, seed)
             for cls in (ReferenceLobSim, LobSim) for x in (0.0, lam)]
     for s in sims:
         s.reset()
@@ -132,8 +133,9 @@ def test_inventory_penalty_is_exactly_the_term(episode_end, unit, shape, rng):
         # force_flatten: an episode ends flat, so the inventory after the step is the state's or 0
         held = np.where(outs[0][L.OUT_DONE] != 0, 0, np.abs(states[0]["state_i"][L.S_INVENTORY]))
         held_seen += int((held > 0).sum())
-        q = held * (held / base.lot_size) if shape == "quadratic" else held.astype(np.float64)
-        term = (lam * sigma * q * tick).astype(np.float32)
+        held = held.astype(np.float64)
+        lam_q = lam + lam2 * (held / base.lot_size) if quadratic else lam
+        term = (lam_q * sigma * held * tick).astype(np.float32)
         for plain, pen in ((0, 1), (2, 3)):
             np.testing.assert_array_equal(states[plain]["state_i"], states[pen]["state_i"])
             np.testing.assert_array_equal(outs[pen][L.OUT_REWARD], outs[plain][L.OUT_REWARD] - term)

@@ -157,13 +157,14 @@ def _host(x):
 
 
 def test_evaluation_drops_the_sigma_penalty(rng):
-    """alpharl eval's simulator parameters hold no penalty, whatever its unit: a run under them
-    rewards exactly what the unpenalised run does."""
+    """alpharl eval's simulator parameters hold no penalty, whatever its unit and with its quadratic
+    term: a run under them rewards exactly what the unpenalised run does."""
     config = TrainConfig(sim=SimParams(events_per_step=4, episode_steps=20, episode_end="horizon",
-                                       inventory_penalty=0.3, inventory_penalty_unit="sigma"))
+                                       inventory_penalty=0.3, inventory_penalty_unit="sigma",
+                                       inventory_penalty_quadratic=0.2))
     market = real_market(AMZN5, rows=1_000)
     setup = make_setup(config, market, 0.0, 1.0, 2, 15, 7, fills=False)
-    assert setup.sim_params.inventory_penalty == 0.0
+    assert setup.sim_params.inventory_penalty == 0.0 == setup.sim_params.inventory_penalty_quadratic
     plain = dataclasses.replace(setup.sim_params, inventory_penalty_unit="tick")
     acts = rng.choice(9, size=(15, 2)).astype(np.int32)
     got, want = (run_script(CpuLobSim(setup.market, p, 2, 7), acts) for p in (setup.sim_params, plain))

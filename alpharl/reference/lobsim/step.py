@@ -74,8 +74,8 @@ The semantics, in the order one env step applies them to every backtest
    plain one minus that term); with ``inventory_penalty_unit = "sigma"``
    float32(lambda x sigma x |inventory| x tick $), sigma the RMS of the mid's
    change per step (ticks) over the backtest's steps before this one; with
-   ``inventory_penalty_shape = "quadratic"`` |inventory| x |inventory| / lot
-   in place of |inventory| (q^2 / lot: the linear term at one lot). Then the
+   ``inventory_penalty_quadratic`` lambda_2, lambda + lambda_2 x |inventory| /
+   lot in place of lambda (a term quadratic in the position). Then the
    step's change x (mid after - mid before; not counted where either end has
    no mid, both book sides empty) joins the mean square ``vol_msq``:
    m += (x^2 - m) / min(n, VOL_HORIZON), ``vol_steps`` = n the steps counted;
@@ -202,12 +202,12 @@ class ReferenceLobSim(HostState, StepOutputs):
         open_end = trunc & (si[L.S_WAS_OPEN] != 0)        # the window ends a trade still open
         trade_done = (si[L.S_TRIPS] != trips0) | open_end
         base = sf[L.F_TRIP_BASE]
+        held = np.abs(si[L.S_INVENTORY]).astype(np.float64)
         lam = self.fp[L.FP_INV_PENALTY]
+        if self.ip[L.IP_PENALTY_QUADRATIC]:
+            lam = lam + self.fp[L.FP_INV_PENALTY_Q2] * (held / float(self.ip[L.IP_LOT]))   # + lambda_2 |q| / lot
         if self.ip[L.IP_PENALTY_UNIT] == L.PENALTY_SIGMA:
             lam = lam * np.sqrt(sf[L.F_VOL_MSQ])            # sigma of the steps before this one
-        held = np.abs(si[L.S_INVENTORY]).astype(np.float64)
-        if self.ip[L.IP_PENALTY_SHAPE] == L.PENALTY_QUADRATIC:
-            held = held * (held / float(self.ip[L.IP_LOT]))   # q^2 / lot: the linear term at one lot
         penalty = (lam * held * self.tick_dollars).astype(np.float32)
         o = self.out
         o[L.OUT_REWARD] = (equity - sf[L.F_EQUITY]).astype(np.float32) - penalty
