@@ -15,16 +15,15 @@ from numba import cuda, float32, float64, int32, uint32
 from alpharl.cuda_kernels.lobsim.agent import close_if_flat, order_event, place_instructions, place_orders, walk
 from alpharl.cuda_kernels.lobsim.book import level_caps, mid2, mid2_of, word
 from alpharl.cuda_kernels.lobsim.observe import delay_own, write_obs
-from alpharl.cuda_kernels.lobsim.switches import (FEED_DELAY, INSTRUCTIONS, QUADRATIC_PENALTY, RESP_DELAY, SIGMA_PENALTY,
-                                                  SYNTHETIC, TIMED_ENTRY)
+from alpharl.cuda_kernels.lobsim.switches import (FEED_DELAY, INSTRUCTIONS, QUADRATIC_PENALTY, RESP_DELAY,
+                                                  SIGMA_PENALTY, SYNTHETIC, TIMED_ENTRY)
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
 from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_INV_PENALTY_Q2,
-                                FP_TICK_DOLLARS, F_CASH,
-                                F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP, IP_FEED_DELAY,
-                                F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_LOT, IP_PENALTY_QUADRATIC,
-                                IP_PENALTY_UNIT, IP_RESP_DELAY, IP_START_SPAN,
-                                IP_SYNTHETIC, IP_TIMED_ENTRY, LIVE, N_EPISODE_F, N_MID_HIST, N_OUT, N_STATE_F,
+                                FP_TICK_DOLLARS, F_CASH, F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP,
+                                IP_FEED_DELAY, F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_LOT,
+                                IP_PENALTY_QUADRATIC, IP_PENALTY_UNIT, IP_RESP_DELAY, IP_START_SPAN, IP_SYNTHETIC,
+                                IP_TIMED_ENTRY, LIVE, N_EPISODE_F, N_MID_HIST, N_OUT, N_STATE_F,
                                 N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, PENALTY_SIGMA, S_VOL_STEPS,
                                 VOL_HORIZON, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
                                 S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_POST, S_BUY_PX, S_BUY_QA, S_BUY_QA0,

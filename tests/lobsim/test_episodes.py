@@ -117,8 +117,8 @@ def test_inventory_penalty_is_exactly_the_term(episode_end, unit, quadratic, rng
     lam = float(rng.uniform(0.05, 2.0))
     lam2 = float(rng.uniform(0.05, 1.0)) if quadratic else 0.0
     seed = int(rng.integers(1, 2**31))
-    sims = [cls(market, dataclasses.replace(base, inventory_penalty=x, inventory_penalty_quadratic=lam2 if x else 0.0), 5, seed)
-            for cls in (ReferenceLobSim, LobSim) for x in (0.0, lam)]
+    sims = [cls(market, dataclasses.replace(base, inventory_penalty=x, inventory_penalty_quadratic=lam2 if x else 0.0),
+                5, seed) for cls in (ReferenceLobSim, LobSim) for x in (0.0, lam)]
     for s in sims:
         s.reset()
     tick = sims[0].tick_dollars
