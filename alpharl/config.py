@@ -93,6 +93,10 @@ class TrainConfig:
     each head's LR aims at a relative Adam step of 1e-3, the PPO clip at a KL relative to the entropy,
     the entropy coefficient at an entropy from tau, K relative to the best baseline fit seen.
     Off: the fixed targets."""
+    pace_policy: bool = False
+    """With adaptive_anchors: the policy head's relative step is not the shared 1e-3 but moves so that the PPO
+    clip sits mid-range (the clip keeps the KL in its band, the step keeps the clip off its bounds:
+    cuda_kernels/controllers/anchors.py). Off: the shared target."""
     tensor_cores: str = "off"
     """off | auto | on: run the large layers' products (encoder layer 2, Q advantage stream) on TF32 tensor
     cores through cuBLASLt (needs nvmath-python, the extra 'tc'); auto where measured faster
@@ -157,6 +161,8 @@ class TrainConfig:
         elif self.rollout > 1 and self.rollout * self.b > ROLLOUT_ROWS_MAX:
             bad.append(f"--rollout {self.rollout} x --b {self.b}: a rollout holds at most {ROLLOUT_ROWS_MAX} "
                        "transitions")
+        if self.pace_policy and not self.adaptive_anchors:
+            bad.append("--pace-policy needs --adaptive-anchors: it moves one of the anchors' targets")
         if not 0.0 <= self.gae_lambda <= 1.0:
             bad.append(f"--gae-lambda {self.gae_lambda}: must be in [0, 1]")
         if not 0 < self.reward_scale <= REWARD_SCALE_MAX:

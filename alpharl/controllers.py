@@ -10,7 +10,7 @@ from numba import cuda
 
 from alpharl import isv as S
 from alpharl.cuda_kernels.controllers import reward_norm as RN
-from alpharl.cuda_kernels.controllers.anchors import FLAG_ANCHORS
+from alpharl.cuda_kernels.controllers.anchors import FLAG_ANCHORS, FLAG_PACE
 from alpharl.cuda_kernels.controllers.signals import N_TABLE_COLS, SIGNAL_EMA_BLOCK
 from alpharl.cuda_kernels.controllers.step import SCALAR_CONTROLLERS, STEP_CONTROLLERS_BLOCK, rl_step_controllers
 from alpharl.reference import controllers as R
@@ -69,11 +69,12 @@ def signal_table_host() -> tuple[np.ndarray, np.ndarray]:
 class Controllers:
     """Device-side signal table + launches of the signal EMAs and every controller.
 
-    anchors: --adaptive-anchors (the anchor stage writes the controllers' targets, ``FLAG_ANCHORS``)."""
+    anchors: --adaptive-anchors (the anchor stage writes the controllers' targets, ``FLAG_ANCHORS``); pace:
+    --pace-policy (``FLAG_PACE``)."""
 
-    def __init__(self, stream=0, anchors: bool = False):
+    def __init__(self, stream=0, anchors: bool = False, pace: bool = False):
         self.stream = stream
-        self.flags = np.int32(FLAG_ANCHORS if anchors else 0)
+        self.flags = anchor_flags(anchors, pace)
         table, beta = signal_table_host()
         self.n_rows = np.int32(len(table))
         self.table_d = cuda.to_device(table, stream=stream)
@@ -88,6 +89,11 @@ class Controllers:
                                                                     *heads, counter_d, self.flags)
 
 
+def anchor_flags(anchors: bool, pace: bool = False) -> np.int32:
+    """``flags`` of the anchor stage: --adaptive-anchors, --pace-policy."""
+    return np.int32((FLAG_ANCHORS if anchors else 0) | (FLAG_PACE if pace else 0))
+
+
 def reference_signal_emas(isv, anchors: bool = False) -> None:
     """The PPO signals' gate (``anchors``: --adaptive-anchors) and the signal EMAs."""
     R.rl_ppo_informed(isv, FLAG_ANCHORS if anchors else 0)
@@ -95,9 +101,10 @@ def reference_signal_emas(isv, anchors: bool = False) -> None:
     R.rl_signal_ema(isv, table, beta, len(table))
 
 
-def reference_controllers(isv, anchors: bool = False) -> None:
-    """The anchors (their bootstraps only unless ``anchors``), the LR controller, SCALAR_CONTROLLERS."""
-    R.rl_anchor_controller(isv, FLAG_ANCHORS if anchors else 0)
+def reference_controllers(isv, anchors: bool = False, pace: bool = False) -> None:
+    """The anchors (their bootstraps only unless ``anchors``; ``pace``: --pace-policy), the LR controller,
+    SCALAR_CONTROLLERS."""
+    R.rl_anchor_controller(isv, anchor_flags(anchors, pace))
     R.rl_lr_controller(isv, *S.GRAD_NORM_EMA_SLOTS)
     for ctrl in SCALAR_CONTROLLERS:
         getattr(R, ctrl.name)(isv)

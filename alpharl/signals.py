@@ -37,6 +37,23 @@ SIGNAL_MOMENTS = (
 )
 
 
+#: --pace-policy: the mean KL right after the K-loop's first iteration, before this update's own policy steps.
+#: On a rollout's update step it is the drift of the policy since the rollout acted (the shared encoder moved
+#: under Q / BCE / AUX every collect step); obs_kl (the last iteration's) less it is what the update's own
+#: policy steps added, the anchor's signal (cuda_kernels/controllers/anchors.py).
+KL_FIRST = SignalMoment("kl", False, MomentSlots(mean=S.RL_OBS_KL_FIRST))
+
+
+def kl_first_table(n_ppo: int) -> np.ndarray:
+    """int32 [1, MOM_COLS]: the KL_FIRST statistic over the update's n_ppo PPO samples."""
+    return moments_table([(n_ppo, KL_FIRST.slots)])
+
+
+def kl_first_inputs(out: LearnerOutputs, ones) -> tuple[list, list]:
+    """(inputs, weights) of the KL_FIRST row: the first iteration's per-sample KL, weights 1."""
+    return [ones[:0] if out.kl is None else out.kl], [ones]
+
+
 #: The SIGNAL_MOMENTS inputs that are per-sample outputs of the PPO/V update (entropy's count is its sample
 #: count, RL_OBS_PPO_SAMPLES); the simulator's inputs (B rows each).
 PPO_SIGNALS = ("entropy", "kl", "ratio", "advantage", "ret")

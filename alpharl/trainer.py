@@ -135,6 +135,8 @@ class IntegratedTrainer:
             else:
                 o.join_sample()
             out = o.learn(learn_env, mb, gate, phase, gae=phase == ENV_GAE and k == 0)
+            if k == 0 and self.config.pace_policy and phase != ENV_COLLECT:
+                o.kl_first(out, phase)  # the KL before this update's own policy steps (alpharl.signals.KL_FIRST)
             if phase == ENV_COLLECT and k == 0:  # with V_used(s_t) at the parameters that acted
                 o.store_rollout(env, phase)
             o.update_priorities(out, gate)  # a side branch, joined before the next sample

@@ -114,6 +114,10 @@ class Backend(Protocol):
 
     def join_priorities(self) -> None: ...
 
+    def kl_first(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
+        """--pace-policy, after the K-loop's first iteration of a PPO/V update: its mean KL into obs_kl_first
+        (alpharl.signals.KL_FIRST)."""
+
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         """14: the SIGNAL_MOMENTS statistics into the ISV's obs slots (the PPO/V rows over the phase's samples)."""
 

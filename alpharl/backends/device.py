@@ -36,7 +36,7 @@ from alpharl.prng import STREAM_ACTIONS, rank_seed, seed_states
 from alpharl.ranks import rank_sync
 from alpharl.replay import PrioritizedReplay
 from alpharl.rollout import Rollout
-from alpharl.signals import signal_inputs, signal_moments_table
+from alpharl.signals import kl_first_inputs, kl_first_table, signal_inputs, signal_moments_table
 from alpharl.sim.features import FeatureEnv
 from alpharl.sim.layout import OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL
 from alpharl.sim.streams import make_lobsim
@@ -72,7 +72,7 @@ class DeviceBackend(SharedOps):
                                ranks=self.ranks, tensor_cores=config.tensor_cores, fused=config.fused_update)
         self.rollout = Rollout(T, B, self.obs_dim, device=True, stream=st) if T > 1 else None
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, seed, stream=st)
-        self.controllers = Controllers(st, anchors=config.adaptive_anchors)
+        self.controllers = Controllers(st, anchors=config.adaptive_anchors, pace=config.pace_policy)
         self.isv = S.alloc_isv(st)
         f32 = np.float32
         self.obs_t = cuda.device_array((B, self.obs_dim), f32, stream=st)
@@ -88,6 +88,8 @@ class DeviceBackend(SharedOps):
         # One table per phase, before any graph capture: the PPO/V rows over B, T B or no samples.
         self.moments_tables = {phase: cuda.to_device(signal_moments_table(B, m, n_ppo), stream=st)
                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
+        self.kl_first_tables = {phase: cuda.to_device(kl_first_table(n_ppo), stream=st)
+                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, T * B))}
         self.gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.open_gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.step_count = cuda.to_device(np.zeros(1, np.int64), stream=st)
@@ -186,6 +188,11 @@ class DeviceBackend(SharedOps):
         if branch in self._pending:
             self.branches.join(branch)
             self._pending.discard(branch)
+
+    def kl_first(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
+        xs, ws = kl_first_inputs(out, self.ones)
+        rl_batch_moments_multi[1, REDUCE_BLOCK, self.stream](
+            pad_moments_inputs(xs), pad_moments_inputs(ws), self.kl_first_tables[phase], self.isv)
 
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         """Step 14's statistics (rows of the phase's moments table): one launch, one block per row."""

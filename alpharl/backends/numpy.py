@@ -27,7 +27,7 @@ from alpharl.reference.rollout import rl_rollout_store
 from alpharl.reference.sampling import rl_pi_action_kernel
 from alpharl.reference.step_ops import rl_accumulate_trades, rl_scale
 from alpharl.rollout import Rollout
-from alpharl.signals import signal_inputs, signal_moments_table
+from alpharl.signals import kl_first_inputs, kl_first_table, signal_inputs, signal_moments_table
 from alpharl.sim.features import ReferenceFeatureEnv
 from alpharl.sim.layout import OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL
 from alpharl.sizes import HIDDEN
@@ -84,10 +84,12 @@ class NumpyBackend(SharedOps):
         self.reward_stored = np.zeros(B, np.float32) if config.reward_norm else self.reward
         self.ret_run = np.zeros(B, np.float32)
         self.anchors = config.adaptive_anchors
+        self.pace = config.pace_policy
         self.prng = seed_states(seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(T * B, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
+        self.kl_first_tables = {phase: kl_first_table(n_ppo) for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, T * B))}
         self.gate = np.ones(1, np.int32)
         self.open_gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)
@@ -163,12 +165,15 @@ class NumpyBackend(SharedOps):
     def join_sample(self) -> None:
         pass
 
+    def kl_first(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
+        rl_batch_moments_multi(*kl_first_inputs(out, self.ones), self.kl_first_tables[phase], self.isv)
+
     def moments(self, out: LearnerOutputs, phase: int = ENV_ONE_STEP) -> None:
         rl_batch_moments_multi(*signal_inputs(out, self.sim, self.ones), self.moments_tables[phase], self.isv)
 
     def step_controllers(self) -> None:
         reference_signal_emas(self.isv, anchors=self.anchors)
-        reference_controllers(self.isv, anchors=self.anchors)
+        reference_controllers(self.isv, anchors=self.anchors, pace=self.pace)
         self.step_count[0] += 1
 
     def soft_update(self) -> None:

@@ -133,7 +133,9 @@ def rl_ppo_clip_controller(isv):
     hi, lo = f32(PPO.KL_TARGET * PPO.KL_BAND), f32(PPO.KL_TARGET / PPO.KL_BAND)
     if t > 0:
         hi, lo = f32(t * f32(PPO.KL_BAND)), f32(t / f32(PPO.KL_BAND))
-    if eps == 0:
+    if isv[S.RL_CLIP_EPS_ANCHOR] > 0:
+        eps = isv[S.RL_CLIP_EPS_ANCHOR]
+    elif eps == 0:
         eps = f32(PPO.CLIP_EPS_BOOTSTRAP)
     elif _observed(kl) and _ppo_informed(isv):
         if kl > hi:
@@ -221,13 +223,26 @@ def rl_anchor_controller(isv, flags):
         isv[S.RL_SUPPORT_V_MAX], isv[S.RL_SUPPORT_V_MIN] = f32(S.V_MAX_BOOTSTRAP), f32(S.V_MIN_BOOTSTRAP)
     if not flags & AN.FLAG_ANCHORS:
         return
-    for ema_slot in S.GRAD_NORM_EMA_SLOTS:
-        ema, rho = isv[ema_slot], isv[ema_slot + AN.REL_FROM_EMA]
-        if _observed(ema) and ema > 0 and _observed(rho) and rho > 0:
-            isv[ema_slot + S.GN_TARGET_OFFSET] = f32(f32(ema * f32(AN.REL_UPDATE_TARGET)) / rho)
     h = isv[S.RL_ENTROPY_EMA]
     if _observed(h) and h > 0:
         isv[S.RL_KL_TARGET] = f32(f32(AN.KL_PER_NAT) * h)
+    rho_pi = f32(AN.REL_UPDATE_TARGET)
+    if flags & AN.FLAG_PACE:
+        kl_star, rho_pi = isv[S.RL_KL_TARGET], isv[S.RL_PI_REL_TARGET]
+        kl = f32(isv[S.RL_OBS_KL] - isv[S.RL_OBS_KL_FIRST])
+        if not (rho_pi > 0 and _finite(rho_pi)):
+            rho_pi = f32(AN.REL_UPDATE_TARGET)
+        elif _ppo_informed(isv) and _observed(kl) and kl > 0 and kl_star > 0:
+            rho_pi = f32(rho_pi * np.exp(f32(f32(AN.PACE_GAIN) * np.log(f32(kl_star / kl)))))
+        rho_pi = _clamp(rho_pi, AN.PI_REL_MIN, AN.PI_REL_MAX)
+        isv[S.RL_PI_REL_TARGET] = rho_pi
+        if kl_star > 0:
+            isv[S.RL_CLIP_EPS_ANCHOR] = f32(f32(AN.CLIP_RMS_MULT) * np.sqrt(f32(2) * kl_star))
+    for h, ema_slot in enumerate(S.GRAD_NORM_EMA_SLOTS):
+        ema, rho = isv[ema_slot], isv[ema_slot + AN.REL_FROM_EMA]
+        target = rho_pi if h == AN.PI_HEAD else f32(AN.REL_UPDATE_TARGET)
+        if _observed(ema) and ema > 0 and _observed(rho) and rho > 0:
+            isv[ema_slot + S.GN_TARGET_OFFSET] = f32(f32(ema * target) / rho)
     tau = isv[S.RL_TARGET_TAU]
     if not (tau > 0 and _finite(tau)):
         tau = f32(TAU.TAU_BOOTSTRAP)

@@ -35,6 +35,24 @@ The controllers' laws stay as they are: only the value each aims at changes.
   RL_K_RATIO_FLOOR; the K controller's thresholds become f + 0.5 (1 - f) and f + 0.1 (1 - f): more
   updates when the baseline has fallen behind the fit it reached (more than half-way from f to 1),
   fewer when it is within a tenth of it.
+- The policy head's step and the clip (--pace-policy, FLAG_PACE, with the anchors). With the shared
+  rho* = 1e-3 a PPO update moved the policy a fifth of the KL the clip's anchor KL* asks for, and the clip
+  controller, whose KL did not answer epsilon, walked it to its upper bound (LEARNING.md). Paced, the KL is
+  the policy step's signal and the clip follows the trust region:
+  rho*_pi (RL_PI_REL_TARGET, the pi head's relative-update target in place of rho*) <- rho*_pi
+  (KL* / dKL)^PACE_GAIN on every PPO update whose own steps moved the policy: dKL = obs_kl - obs_kl_first,
+  the last K-loop iteration's KL less the first's (alpharl.signals.KL_FIRST). The first iteration's KL is
+  the drift since the rollout acted (the shared encoder moves under Q / BCE / AUX on every collect step;
+  a sharp policy turns that into a KL the pi head's step cannot answer), so only the difference is the
+  update's own; with K = 1 it is 0 and rho*_pi holds. Per update, not its EMA: the EMA's ~100-update lag
+  would turn the loop into an oscillation. In logs, log rho*_pi moves by PACE_GAIN (log KL* - log dKL),
+  so it settles where the median update adds KL* (dKL ~ rho^2 for small steps: the loop gain per update is
+  2 PACE_GAIN), within [PI_REL_MIN, PI_REL_MAX]. Bootstrap: rho*.
+  RL_CLIP_EPS_ANCHOR = CLIP_RMS_MULT sqrt(2 KL*): for a small policy change E[(r - 1)^2] ~ 2 KL, so a
+  policy moving KL* per update has ratios spread sqrt(2 KL*) about 1, and the clip cuts the samples that
+  move more than CLIP_RMS_MULT times that: a guard against outliers, moving with the entropy. The clip
+  controller takes it where positive (its KL law otherwise): with the step on the KL, a second
+  integrator on the same signal would only fight it.
 
 Bootstraps (always, also with the anchors off): the reward gain (1) and the support (+-10) on sentinel 0.
 Launch [1, 1] (the unit kernel); the fused step runs it on thread 0.
@@ -43,20 +61,24 @@ import math
 
 from numba import float32, int32
 
-from alpharl.cuda_kernels.controllers.common import finite, observed, ppo_updated
+from alpharl.cuda_kernels.controllers.common import clampf, finite, observed, ppo_informed, ppo_updated
 from alpharl.cuda_kernels.controllers.k_loop import k_of
 from alpharl.cuda_kernels.controllers.ppo import ENTROPY_TARGET, KL_TARGET
 from alpharl.cuda_kernels.controllers.target_tau import TAU_BOOTSTRAP
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (GN_TARGET_OFFSET, GRAD_NORM_EMA_SLOTS, GRAD_NORM_OBS_OFFSET, LR_SLOTS, REL_UPDATE_OBS_OFFSET,
                          RL_ADV_VAR_EMA, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR, RL_KL_TARGET,
-                         RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES,
+                         RL_CLIP_EPS_ANCHOR, RL_LR_PI, RL_OBS_KL, RL_OBS_KL_FIRST, RL_OBS_PPO_INFORMED,
+                         RL_OBS_PPO_SAMPLES,
+                         RL_PI_REL_TARGET,
                          RL_Q_GRAD_NORM_EMA, RL_RETURN_VAR_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX, RL_SUPPORT_V_MIN,
                          RL_TARGET_TAU, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP)
 from alpharl.sizes import N_ACTIONS
 
-#: ``flags`` bit of rl_step_controllers / rl_anchor_controller: --adaptive-anchors.
+#: ``flags`` bits of rl_step_controllers / rl_anchor_controller: --adaptive-anchors, --pace-policy (acts only
+#: with FLAG_ANCHORS: it moves one of the anchors' targets).
 FLAG_ANCHORS = 1
+FLAG_PACE = 2
 #: rho*: the relative update ||lr u|| / ||W|| every head's learning rate aims at.
 REL_UPDATE_TARGET = 1.0e-3
 #: KL target per nat of policy entropy (today's KL_TARGET at today's ENTROPY_TARGET).
@@ -66,6 +88,14 @@ KL_PER_NAT = KL_TARGET / ENTROPY_TARGET
 K_FLOOR_LEAK = 1.0e-3
 #: Heads of the LR controller, and the offset from a head's EMA slot to its relative-update slot.
 N_HEADS = len(LR_SLOTS)
+PI_HEAD = LR_SLOTS.index(RL_LR_PI)
+#: --pace-policy: exponent of rho*_pi <- rho*_pi (KL* / dKL)^PACE_GAIN per informed PPO update (a KL twice
+#: the anchor shrinks the step 3.5 %; the loop's gain 2 x 0.05 averages a noisy KL over ~10 updates);
+#: rho*_pi's range, a tenth to ten times rho*; the clip's multiple of the paced ratio spread sqrt(2 KL*).
+PACE_GAIN = 0.05
+CLIP_RMS_MULT = 2.0
+PI_REL_MIN = REL_UPDATE_TARGET / 10.0
+PI_REL_MAX = REL_UPDATE_TARGET * 10.0
 REL_FROM_EMA = GRAD_NORM_OBS_OFFSET + REL_UPDATE_OBS_OFFSET
 assert list(GRAD_NORM_EMA_SLOTS) == list(range(RL_Q_GRAD_NORM_EMA, RL_Q_GRAD_NORM_EMA + N_HEADS))
 
@@ -95,8 +125,8 @@ def rl_ppo_informed(isv, flags):
 @kernel("void(float32[::1], int32)", test_only=True)
 def rl_anchor_controller(isv, flags):
     """Bootstrap the gain and the support on sentinel; with FLAG_ANCHORS write every anchor slot
-    (module docstring): gn_target_* (hold while rho or G is unobserved), kl_target, entropy_target,
-    k_ratio_floor (each holds while its inputs are unobserved; the floor takes its first ratio as is).
+    (module docstring): gn_target_* (hold while rho or G is unobserved), kl_target, pi_rel_target and
+    clip_eps_anchor (FLAG_PACE), entropy_target, k_ratio_floor (each holds while its inputs are unobserved; the floor takes its first ratio as is).
     Launch [1, 1]."""
     if not (isv[RL_REWARD_GAIN] > float32(0.0)):
         isv[RL_REWARD_GAIN] = float32(1.0)
@@ -105,14 +135,30 @@ def rl_anchor_controller(isv, flags):
         isv[RL_SUPPORT_V_MIN] = float32(V_MIN_BOOTSTRAP)
     if (flags & FLAG_ANCHORS) == 0:
         return
-    for h in range(N_HEADS):
-        ema = isv[RL_Q_GRAD_NORM_EMA + h]
-        rho = isv[RL_Q_GRAD_NORM_EMA + h + REL_FROM_EMA]
-        if observed(ema) and ema > float32(0.0) and observed(rho) and rho > float32(0.0):
-            isv[RL_Q_GRAD_NORM_EMA + h + GN_TARGET_OFFSET] = ema * float32(REL_UPDATE_TARGET) / rho
     h_ema = isv[RL_ENTROPY_EMA]
     if observed(h_ema) and h_ema > float32(0.0):
         isv[RL_KL_TARGET] = float32(KL_PER_NAT) * h_ema
+    rho_pi = float32(REL_UPDATE_TARGET)
+    if (flags & FLAG_PACE) != 0:
+        kl_star = isv[RL_KL_TARGET]
+        rho_pi = isv[RL_PI_REL_TARGET]
+        kl = isv[RL_OBS_KL] - isv[RL_OBS_KL_FIRST]
+        if not (rho_pi > float32(0.0)) or not finite(rho_pi):
+            rho_pi = float32(REL_UPDATE_TARGET)
+        elif ppo_informed(isv) and observed(kl) and kl > float32(0.0) and kl_star > float32(0.0):
+            rho_pi = rho_pi * math.exp(float32(PACE_GAIN) * math.log(kl_star / kl))
+        rho_pi = clampf(rho_pi, float32(PI_REL_MIN), float32(PI_REL_MAX))
+        isv[RL_PI_REL_TARGET] = rho_pi
+        if kl_star > float32(0.0):
+            isv[RL_CLIP_EPS_ANCHOR] = float32(CLIP_RMS_MULT) * math.sqrt(float32(2.0) * kl_star)
+    for h in range(N_HEADS):
+        ema = isv[RL_Q_GRAD_NORM_EMA + h]
+        rho = isv[RL_Q_GRAD_NORM_EMA + h + REL_FROM_EMA]
+        target = float32(REL_UPDATE_TARGET)
+        if h == PI_HEAD:
+            target = rho_pi
+        if observed(ema) and ema > float32(0.0) and observed(rho) and rho > float32(0.0):
+            isv[RL_Q_GRAD_NORM_EMA + h + GN_TARGET_OFFSET] = ema * target / rho
     tau = isv[RL_TARGET_TAU]
     if not (tau > float32(0.0)) or not finite(tau):
         tau = float32(TAU_BOOTSTRAP)

@@ -14,6 +14,7 @@ from alpharl.cuda_kernels.controllers.common import clampf, observed, ppo_inform
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (
     N_ACTIONS_LN,
+    RL_CLIP_EPS_ANCHOR,
     RL_ENTROPY_COEF,
     RL_ENTROPY_EMA,
     RL_ENTROPY_TARGET,
@@ -62,7 +63,9 @@ def rl_ppo_clip_controller(isv):
     Rule: KL above KL_TARGET x 1.5 (the policy moved too far per update) ->
     eps / 1.05; KL below KL_TARGET / 1.5 -> eps x 1.05; else hold. Clamp
     [0.05, 0.3]. Bootstrap 0.2. Launch [1, 1]. KL_TARGET is isv[RL_KL_TARGET]
-    where positive (--adaptive-anchors, controllers/anchors.py), else the constant.
+    where positive (--adaptive-anchors, controllers/anchors.py), else the constant. Where
+    isv[RL_CLIP_EPS_ANCHOR] is positive (--pace-policy: the policy's step is paced by the KL, so the
+    clip guards against outliers at a multiple of the paced ratio spread) eps is that anchor, clamped.
     """
     eps = isv[RL_PPO_CLIP_EPS]
     kl = isv[RL_KL_EMA]
@@ -72,7 +75,9 @@ def rl_ppo_clip_controller(isv):
     if t > float32(0.0):
         hi = t * float32(KL_BAND)
         lo = t / float32(KL_BAND)
-    if eps == 0.0:
+    if isv[RL_CLIP_EPS_ANCHOR] > float32(0.0):
+        eps = isv[RL_CLIP_EPS_ANCHOR]
+    elif eps == 0.0:
         eps = float32(CLIP_EPS_BOOTSTRAP)
     elif observed(kl) and ppo_informed(isv):
         if kl > hi:

@@ -209,3 +209,102 @@ def test_k_thresholds_sit_above_the_floor(f, ratio, step):
     out = run_scalar(KL.rl_k_loop_controller, {S.RL_K_LOOP_MULT: 2 * K, S.RL_ADV_VAR_EMA: ratio,
                                                 S.RL_RETURN_VAR_EMA: 1.0, S.RL_K_RATIO_FLOOR: f})
     assert out[S.RL_K_LOOP_MULT] == pytest.approx(2 * K + step * KL.K_STEP, rel=1e-6)
+
+
+# ------------------------------------------------------ --pace-policy: the KL paces the policy's step
+PACE = AN.FLAG_ANCHORS | AN.FLAG_PACE
+PI = HEADS[AN.PI_HEAD]
+
+
+@pytest.mark.parametrize("kl_over_target", [0.2, 1.0, 3.0])
+@pytest.mark.parametrize("drift", [0.0, 4.0])
+def test_pace_moves_the_policy_step_by_the_kl_its_steps_add(rng, kl_over_target, drift):
+    """rho*_pi <- rho*_pi (KL* / dKL)^PACE_GAIN with dKL = obs_kl - obs_kl_first, what the update's own steps
+    added to the drift its first iteration saw (drift in units of KL*: not counted, however large); only the
+    pi head's grad-norm target reads it; the clip anchor is CLIP_RMS_MULT sqrt(2 KL*)."""
+    seed = _seeded(rng) | {S.RL_PI_REL_TARGET: 2e-3}
+    kl_star = AN.KL_PER_NAT * seed[S.RL_ENTROPY_EMA]
+    seed[S.RL_OBS_KL_FIRST] = drift * kl_star
+    seed[S.RL_OBS_KL] = (drift + kl_over_target) * kl_star
+    out = _run_anchors(seed, flags=PACE)
+    assert out[S.RL_KL_TARGET] == pytest.approx(kl_star, rel=1e-5)
+    assert out[S.RL_PI_REL_TARGET] == pytest.approx(2e-3 * kl_over_target ** -AN.PACE_GAIN, rel=1e-4)
+    assert (out[S.RL_PI_REL_TARGET] > 2e-3) == (kl_over_target < 1)
+    assert out[S.RL_CLIP_EPS_ANCHOR] == pytest.approx(AN.CLIP_RMS_MULT * math.sqrt(2 * kl_star), rel=1e-5)
+    for e in HEADS:
+        rho_star = out[S.RL_PI_REL_TARGET] if e == PI else AN.REL_UPDATE_TARGET
+        assert out[e + S.GN_TARGET_OFFSET] == pytest.approx(seed[e] * rho_star / seed[_rel(e)], rel=1e-5)
+    # without --pace-policy neither slot is written and pi aims at the shared rho*
+    plain = _run_anchors(seed, flags=AN.FLAG_ANCHORS)
+    assert plain[S.RL_PI_REL_TARGET] == np.float32(2e-3) and plain[S.RL_CLIP_EPS_ANCHOR] == 0
+    assert plain[PI + S.GN_TARGET_OFFSET] == pytest.approx(seed[PI] * AN.REL_UPDATE_TARGET / seed[_rel(PI)], rel=1e-5)
+    # --pace-policy without the anchors: only the bootstraps (as with the anchors off)
+    alone = _run_anchors(seed, flags=AN.FLAG_PACE)
+    assert alone[S.RL_PI_REL_TARGET] == np.float32(2e-3) and alone[S.RL_CLIP_EPS_ANCHOR] == 0
+
+
+def test_pace_bootstraps_holds_and_clamps(rng):
+    seed = _seeded(rng) | {S.RL_OBS_KL: 1e-4}
+    # sentinel 0 (or not finite): the shared rho*, not stepped on its first step
+    assert _run_anchors(seed, flags=PACE)[S.RL_PI_REL_TARGET] == np.float32(AN.REL_UPDATE_TARGET)
+    assert _run_anchors(seed | {S.RL_PI_REL_TARGET: np.inf}, flags=PACE)[S.RL_PI_REL_TARGET] \
+        == np.float32(AN.REL_UPDATE_TARGET)
+    seed[S.RL_PI_REL_TARGET] = 2e-3
+    # a collect step (no PPO/V update), a K = 1 step (RL_OBS_PPO_INFORMED = 0; its one iteration is the first:
+    # dKL = 0), a KL not measured or not above the first iteration's: held
+    assert _run_anchors(seed, flags=PACE, ppo_update=False)[S.RL_PI_REL_TARGET] == np.float32(2e-3)
+    assert _run_anchors(seed | {S.RL_OBS_PPO_INFORMED: 0.0}, flags=PACE)[S.RL_PI_REL_TARGET] == np.float32(2e-3)
+    for kl, first in ((0.0, 0.0), (np.nan, 0.0), (1e-4, 1e-4), (1e-4, 3e-4)):
+        got = _run_anchors(seed | {S.RL_OBS_KL: kl, S.RL_OBS_KL_FIRST: first}, flags=PACE)[S.RL_PI_REL_TARGET]
+        assert got == np.float32(2e-3)
+    # the range: a tenth to ten times rho*
+    assert _run_anchors(seed | {S.RL_PI_REL_TARGET: AN.PI_REL_MAX}, flags=PACE)[S.RL_PI_REL_TARGET] \
+        == np.float32(AN.PI_REL_MAX)
+    assert _run_anchors(seed | {S.RL_PI_REL_TARGET: AN.PI_REL_MIN, S.RL_OBS_KL: 1.0},
+                        flags=PACE)[S.RL_PI_REL_TARGET] == np.float32(AN.PI_REL_MIN)
+
+
+@pytest.mark.parametrize("eps,anchor,want", [(0.1, 0.25, 0.25), (0.2, 0.5, PPO.CLIP_EPS_MAX),
+                                             (0.2, 0.01, PPO.CLIP_EPS_MIN), (0.0, 0.12, 0.12)])
+def test_clip_takes_its_anchor_where_positive(eps, anchor, want):
+    """A positive clip anchor replaces the KL law (clamped to the clip's range), whatever the KL says."""
+    seed = {S.RL_PPO_CLIP_EPS: eps, S.RL_KL_EMA: 0.5, S.RL_KL_TARGET: 0.01, S.RL_CLIP_EPS_ANCHOR: anchor}
+    assert run_scalar(PPO.rl_ppo_clip_controller, seed)[S.RL_PPO_CLIP_EPS] == pytest.approx(want, rel=1e-6)
+    held = run_scalar(PPO.rl_ppo_clip_controller, seed, ppo_update=False)[S.RL_PPO_CLIP_EPS]
+    assert held == pytest.approx(want, rel=1e-6)  # the anchor moves with the entropy EMA, not with the update
+
+
+@pytest.mark.parametrize("kl_at_rho_star", [0.2, 5.0])
+def test_pace_brings_the_kl_to_its_anchor_and_the_clip_off_its_bounds(rng, kl_at_rho_star):
+    """Closed loop of the anchors, the clip controller and a policy whose KL per update grows with the square of
+    its relative step, with noise, on top of a drift the step does not control: KL = KL* (d + k (rho / rho*)^2
+    e^(0.5 z)), k the KL a rho* step gives in units of the anchor KL* (0.2: the studies' situation), d = 2
+    the first iteration's drift, the KL EMA at the signal EMAs' rate. The shared rho* without drift leaves eps
+    on a bound (k = 0.2: the upper one, as measured; k = 5: the floor); paced, with the drift, rho*_pi settles where the median update
+    adds KL* (rho / rho* ~ 1 / sqrt(k)), whatever the drift, and eps is the anchor, off both bounds."""
+    def run(flags, drift, n=2000):
+        isv = S.bootstrap_vector()
+        isv[S.RL_OBS_PPO_SAMPLES] = isv[S.RL_OBS_PPO_INFORMED] = 256.0
+        isv[S.RL_ENTROPY_EMA] = 1.0
+        eps, rho, kls = [], [], []
+        for _ in range(n):
+            r = isv[S.RL_PI_REL_TARGET] if flags & AN.FLAG_PACE else AN.REL_UPDATE_TARGET
+            kl_star = AN.KL_PER_NAT * isv[S.RL_ENTROPY_EMA]
+            kl = np.float32(kl_at_rho_star * kl_star * (r / AN.REL_UPDATE_TARGET) ** 2 * np.exp(0.5 * rng.normal()))
+            isv[S.RL_OBS_KL_FIRST] = drift * kl_star
+            isv[S.RL_OBS_KL] = drift * kl_star + kl
+            isv[S.RL_KL_EMA] = kl if isv[S.RL_KL_EMA] == 0 else 0.99 * isv[S.RL_KL_EMA] + 0.01 * kl
+            R.rl_anchor_controller(isv, flags)
+            R.rl_ppo_clip_controller(isv)
+            eps.append(isv[S.RL_PPO_CLIP_EPS])
+            rho.append(isv[S.RL_PI_REL_TARGET] if flags & AN.FLAG_PACE else r)
+            kls.append(kl / kl_star)
+        return np.array(eps[n // 2:]), np.array(rho[n // 2:]), np.array(kls[n // 2:])
+
+    eps, _, _ = run(AN.FLAG_ANCHORS, drift=0.0)
+    assert np.all(eps == np.float32(PPO.CLIP_EPS_MAX if kl_at_rho_star < 1 else PPO.CLIP_EPS_MIN))
+    eps, rho, kls = run(PACE, drift=2.0)
+    assert np.median(kls) == pytest.approx(1.0, rel=0.1)
+    assert np.median(rho) / AN.REL_UPDATE_TARGET == pytest.approx(kl_at_rho_star ** -0.5, rel=0.1)
+    assert np.all((rho > AN.PI_REL_MIN) & (rho < AN.PI_REL_MAX))
+    assert np.all((eps > np.float32(PPO.CLIP_EPS_MIN)) & (eps < np.float32(PPO.CLIP_EPS_MAX)))

@@ -27,11 +27,12 @@ def _preseeded_isv(rng):
     return v
 
 
-@pytest.mark.parametrize("anchors", [False, True])
-def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors):
+@pytest.mark.parametrize("anchors, pace", [(False, False), (True, False), (True, True)],
+                         ids=["fixed", "anchors", "paced"])
+def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors, pace):
     for _ in range(3):
         host = _preseeded_isv(rng)
-        ctl = Controllers(anchors=anchors)
+        ctl = Controllers(anchors=anchors, pace=pace)
         seq = cuda.to_device(host)
         launch_signal_emas(ctl, seq)
         launch_controllers(ctl, seq)
@@ -44,8 +45,12 @@ def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors)
         assert not np.array_equal(got, host)
         ref = host.copy()
         reference_signal_emas(ref)
-        reference_controllers(ref, anchors=anchors)
+        reference_controllers(ref, anchors=anchors, pace=pace)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-7)
+        paced = [S.RL_PI_REL_TARGET, S.RL_CLIP_EPS_ANCHOR]
+        assert (got[paced] != 0).all() if pace else (got[paced] == 0).all()
+        if pace:
+            assert got[S.RL_PPO_CLIP_EPS] == min(got[S.RL_CLIP_EPS_ANCHOR], np.float32(0.3))
         anchor_slots = [S.RL_KL_TARGET, S.RL_ENTROPY_TARGET, S.RL_K_RATIO_FLOOR] + [
             e + S.GN_TARGET_OFFSET for e in S.GRAD_NORM_EMA_SLOTS]
         assert (got[anchor_slots] != 0).all() if anchors else (got[anchor_slots] == 0).all()

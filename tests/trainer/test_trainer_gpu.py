@@ -24,7 +24,8 @@ def _run(graph: bool, steps: int, b: int = 16, seed: int = 5, rollout: int = 1, 
 
 
 @pytest.mark.parametrize("rollout", [1, 4])
-@pytest.mark.parametrize("switches", [{}, SIGNALS_ON], ids=["fixed", "signals"])
+@pytest.mark.parametrize("switches", [{}, SIGNALS_ON, {**SIGNALS_ON, "pace_policy": True, "k_max": 2}],
+                         ids=["fixed", "signals", "paced"])
 def test_graph_and_eager_are_bit_identical(rollout, switches):
     """rollout 4: 13 steps = collect and update graphs each captured and replayed, ending mid-rollout."""
     steps = 12 if rollout == 1 else 13
