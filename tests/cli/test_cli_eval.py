@@ -64,6 +64,28 @@ def test_fills_export(tmp_path):
     assert {"backtest", "price", "quantity", "side", "fee"} <= set(t.column_names)
 
 
+def test_improve_runs_on_request_a_tick_inside_the_touch(tmp_path):
+    """``improve`` is not in the default set; named, it alternates improve bid / improve ask, and its orders sit
+    at prices nobody quoted (no queue ahead when placed), where join's wait behind the touch's queue."""
+    from alpharl import actions as A
+    from alpharl.evaluate import ON_REQUEST, Baseline
+
+    assert "improve" in ON_REQUEST and "improve" not in ALL
+    pol = Baseline("improve", b=3, seed=0)
+    acts = [pol(None) for _ in range(4)]
+    assert [a.tolist() for a in acts] == [[A.IMPROVE_BID] * 3, [A.IMPROVE_ASK] * 3] * 2
+    queue = {}
+    for name in ("improve", "join"):
+        out = tmp_path / f"{name}.parquet"
+        r = runner.invoke(app, ["eval", "--policy", name, "--steps", "200", "--b", "2", "--json", "--fills", str(out)])
+        assert r.exit_code == 0, r.output
+        assert list(json.loads(r.output)["policies"]) == [name]
+        t = pq.read_table(out).to_pandas()
+        assert len(t) > 0 and t.maker.all()
+        queue[name] = (t.queue_ahead == 0).mean()
+    assert queue["improve"] > 0.8 > queue["join"]
+
+
 def test_trade_stats_by_hand():
     reward = np.array([[1.0, 3.0], [-4.0, 0.0], [2.0, 2.0]])     # x = [2, -2, 2]
     done = np.array([[0, 1], [1, 0], [0, 0]], np.float32)
@@ -78,7 +100,7 @@ def test_trade_stats_by_hand():
 
 
 def test_unknown_policy():
-    assert_one_line_error(runner.invoke(app, ["eval", "--policy", "yolo"]), "--policy 'yolo'")
+    assert_one_line_error(runner.invoke(app, ["eval", "--policy", "yolo"]), "--policy 'yolo'", "join", "improve")
 
 
 def test_trained_policy_needs_a_run():
