@@ -94,9 +94,10 @@ class TrainConfig:
     the entropy coefficient at an entropy from tau, K relative to the best baseline fit seen.
     Off: the fixed targets."""
     pace_policy: bool = False
-    """With adaptive_anchors: the policy head's relative step is not the shared 1e-3 but moves so that the PPO
-    clip sits mid-range (the clip keeps the KL in its band, the step keeps the clip off its bounds:
-    cuda_kernels/controllers/anchors.py). Off: the shared target."""
+    """With adaptive_anchors: the policy head's relative step is not the shared 1e-3 but paced by the KL each PPO
+    update's own steps add (against the KL anchor), and the PPO clip is set from that trust region instead of
+    its KL law (cuda_kernels/controllers/anchors.py). Measured worse held out (study_2026-12-03_pace), so
+    off. Off: the shared target."""
     tensor_cores: str = "off"
     """off | auto | on: run the large layers' products (encoder layer 2, Q advantage stream) on TF32 tensor
     cores through cuBLASLt (needs nvmath-python, the extra 'tc'); auto where measured faster

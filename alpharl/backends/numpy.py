@@ -89,7 +89,8 @@ class NumpyBackend(SharedOps):
         self.ones = np.ones(max(T * B, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
-        self.kl_first_tables = {phase: kl_first_table(n_ppo) for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, T * B))}
+        self.kl_first_tables = {phase: kl_first_table(n_ppo)
+                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, T * B))}
         self.gate = np.ones(1, np.int32)
         self.open_gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)

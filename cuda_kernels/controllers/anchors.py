@@ -126,7 +126,8 @@ def rl_ppo_informed(isv, flags):
 def rl_anchor_controller(isv, flags):
     """Bootstrap the gain and the support on sentinel; with FLAG_ANCHORS write every anchor slot
     (module docstring): gn_target_* (hold while rho or G is unobserved), kl_target, pi_rel_target and
-    clip_eps_anchor (FLAG_PACE), entropy_target, k_ratio_floor (each holds while its inputs are unobserved; the floor takes its first ratio as is).
+    clip_eps_anchor (FLAG_PACE), entropy_target, k_ratio_floor (each holds while its inputs are unobserved;
+    the floor takes its first ratio as is).
     Launch [1, 1]."""
     if not (isv[RL_REWARD_GAIN] > float32(0.0)):
         isv[RL_REWARD_GAIN] = float32(1.0)

@@ -279,9 +279,10 @@ def test_pace_brings_the_kl_to_its_anchor_and_the_clip_off_its_bounds(rng, kl_at
     """Closed loop of the anchors, the clip controller and a policy whose KL per update grows with the square of
     its relative step, with noise, on top of a drift the step does not control: KL = KL* (d + k (rho / rho*)^2
     e^(0.5 z)), k the KL a rho* step gives in units of the anchor KL* (0.2: the studies' situation), d = 2
-    the first iteration's drift, the KL EMA at the signal EMAs' rate. The shared rho* without drift leaves eps
-    on a bound (k = 0.2: the upper one, as measured; k = 5: the floor); paced, with the drift, rho*_pi settles where the median update
-    adds KL* (rho / rho* ~ 1 / sqrt(k)), whatever the drift, and eps is the anchor, off both bounds."""
+    the first iteration's drift, the KL EMA at the signal EMAs' rate. The shared rho* without drift leaves
+    eps on a bound (k = 0.2: the upper one, as measured; k = 5: the floor); paced, with the drift, rho*_pi
+    settles where the median update adds KL* (rho / rho* ~ 1 / sqrt(k)), whatever the drift, and eps is the
+    anchor, off both bounds."""
     def run(flags, drift, n=2000):
         isv = S.bootstrap_vector()
         isv[S.RL_OBS_PPO_SAMPLES] = isv[S.RL_OBS_PPO_INFORMED] = 256.0
