@@ -26,9 +26,9 @@ Policies:
   actions), ``periodic`` (market buy, hold ``period`` steps, market sell: one
   round trip per period), ``join`` (rest at the touch on both sides: join bid
   and join ask on alternate steps; re-joining the same price keeps the queue
-  position); on request only (``--policy improve``, not in the default set): ``improve`` (improve
-  bid and improve ask on alternate steps: one tick inside the touch where the spread allows, at
-  the touch where it does not), join's twin that trades queue position for price.
+  position), ``improve`` (improve bid and improve ask on alternate steps: one tick inside the
+  touch where the spread allows, at the touch where it does not; join's twin that trades queue
+  position for price, and on most LOBSTER sample days the stronger of the two).
 
 Statistics (``trade_stats``), in dollars, from the per-step rewards r[t, b]
 (change of mark-to-market equity after fees, so a trade's rewards sum to its PnL):
@@ -76,11 +76,8 @@ from alpharl.windows import DEFAULT_TRAIN_WINDOW, held_out, parse_window
 # starts without it.
 
 POLICIES = ("sampled", "greedy")
-BASELINES = ("hold", "random", "periodic", "join")
+BASELINES = ("hold", "random", "periodic", "join", "improve")
 ALL = POLICIES + BASELINES
-#: Scripted policies run only when named (``--policy``): not in ALL, so studies and the default set stay as
-#: they are.
-ON_REQUEST = ("improve",)
 #: Backends of the evaluation's simulator: the NumPy reference, or the kernels (GPU or CUDA simulator).
 EVAL_BACKENDS = ("numpy", "cuda", "sim")
 #: Annualisation of the Sharpe ratio: US equity trading year.
@@ -166,8 +163,8 @@ class Baseline:
     """A scripted policy: ``hold``, ``random``, ``periodic``, ``join`` or ``improve`` (module doc)."""
 
     def __init__(self, name: str, b: int, seed: int, period: int = DEFAULT_PERIOD):
-        if name not in BASELINES + ON_REQUEST:
-            raise EvalError(f"--policy {name!r}: expected one of {', '.join(ALL + ON_REQUEST)}")
+        if name not in BASELINES:
+            raise EvalError(f"--policy {name!r}: expected one of {', '.join(ALL)}")
         from alpharl.prng import STREAM_EVAL   # numba: see the note above
 
         self.name, self.b, self.period = name, b, max(2, int(period))

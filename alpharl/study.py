@@ -839,7 +839,7 @@ def save_png(plan: StudyPlan, results: list[dict], summary: list[dict], path: Pa
 # ------------------------------------------------------------------ the terminal tables
 #: A summary table's columns, and the order they give way on a narrow console (numbers are never cut).
 TABLE_COLUMNS = ("policy", "n", "mean $", "95% CI $", "std $", "rank") + tuple(f"vs {q}" for q in BASELINES)
-TABLE_GIVE_WAY = ("std $", "rank", "vs join", "vs periodic", "vs random")
+TABLE_GIVE_WAY = ("std $", "rank", "vs improve", "vs join", "vs periodic", "vs random")
 
 
 def summary_tables(content: dict, width: int | None = None) -> list:
@@ -850,7 +850,9 @@ def summary_tables(content: dict, width: int | None = None) -> list:
     for g in content["summary"]:
         rows = []
         for p in ALL:
-            s = g["policies"][p]
+            s = g["policies"].get(p)
+            if s is None:  # a study.json written before this policy existed
+                continue
             ci = "-" if not s["ci"] else f"{fmt(s['ci'][0])}..{fmt(s['ci'][1])}"
             vs = []
             for q in BASELINES:

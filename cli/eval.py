@@ -18,8 +18,7 @@ from alpharl import target
 from alpharl.checkpoint import check_obs_version, load_checkpoint
 from alpharl.cli.errors import UserError, user_errors
 from alpharl.config import TrainConfig
-from alpharl.evaluate import (ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, EVAL_BACKENDS, ON_REQUEST,
-                              POLICIES)
+from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, EVAL_BACKENDS, POLICIES
 from alpharl.report import fitted_table, fmt
 from alpharl.rundir import CHECKPOINT_FILE, CONFIG_FILE, read_dataset, read_run_config
 from alpharl.windows import parse_window
@@ -37,7 +36,7 @@ def eval_(
     b: Annotated[int, typer.Option("--b", "-b", help="Backtests run side by side per policy (and per file).")] = DEFAULT_EVAL_B,
     steps: Annotated[int | None, typer.Option("--steps", help="Env steps per policy and file. (default: one pass over the window's events)", show_default=False)] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of episode starts and sampling. (default: the run's seed)", show_default=False)] = None,
-    policy: Annotated[str | None, typer.Option("--policy", help=f"Run this policy alone: {', '.join(ALL + ON_REQUEST)} ({', '.join(ON_REQUEST)}: only when named).", show_default=False)] = None,
+    policy: Annotated[str | None, typer.Option("--policy", help=f"Run this policy alone: {', '.join(ALL)}.", show_default=False)] = None,
     period: Annotated[int, typer.Option("--period", help="Steps per round trip of the periodic baseline.")] = DEFAULT_PERIOD,
     fills: Annotated[Path | None, typer.Option("--fills", help="Write every fill (all policies, with a 'policy' column) here: .parquet, .csv or Arrow.", show_default=False)] = None,
     backend: Annotated[str, typer.Option("--backend", help=f"Simulator: {' | '.join(EVAL_BACKENDS)}.")] = "numpy",
@@ -45,8 +44,8 @@ def eval_(
 ) -> None:
     """Evaluate a trained policy on what the run held out: PnL, Sharpe, drawdown, trades, win rate, beside baselines."""
     with user_errors():
-        if policy is not None and policy not in ALL + ON_REQUEST:
-            raise UserError(f"--policy {policy!r}: expected one of {', '.join(ALL + ON_REQUEST)}")
+        if policy is not None and policy not in ALL:
+            raise UserError(f"--policy {policy!r}: expected one of {', '.join(ALL)}")
         if backend not in EVAL_BACKENDS:
             raise UserError(f"--backend {backend!r}: expected one of {', '.join(EVAL_BACKENDS)}")
         if backend == "cuda" and target.on_simulator():

@@ -73,7 +73,8 @@ def _result(dataset, variant, seed, pnl, status=St.OK):
 
 
 def _pnls(greedy, hold=0.0, k=0.0):
-    return {"sampled": -1.0 + k, "greedy": greedy, "hold": hold, "random": -3.0 + k, "periodic": -2.0 + k, "join": 1.0 + k}
+    return {"sampled": -1.0 + k, "greedy": greedy, "hold": hold, "random": -3.0 + k, "periodic": -2.0 + k, "join": 1.0 + k,
+            "improve": 0.5 + k}
 
 
 def test_summarize_known_results():
@@ -85,15 +86,29 @@ def test_summarize_known_results():
     assert set(d) == set(ALL)
     assert d["greedy"]["n"] == 2 and d["greedy"]["mean"] == 0.5 and d["greedy"]["std"] == pytest.approx(math.sqrt(4.5))
     assert d["greedy"]["ci"] == (-1.0, 2.0)
-    # means: sampled -0.5, greedy 0.5, hold 0, random -2.5, periodic -1.5, join 1.5
-    assert {p: d[p]["rank"] for p in ALL} == {"join": 1, "greedy": 2, "hold": 3, "sampled": 4, "periodic": 5,
-                                              "random": 6}
+    # means: sampled -0.5, greedy 0.5, hold 0, random -2.5, periodic -1.5, join 1.5, improve 1.0
+    assert {p: d[p]["rank"] for p in ALL} == {"join": 1, "improve": 2, "greedy": 3, "hold": 4, "sampled": 5,
+                                              "periodic": 6, "random": 7}
     vs = d["greedy"]["vs"]["join"]                      # greedy - join per seed: 1, -3
     assert (vs["wins"], vs["losses"], vs["mean_diff"]) == (1, 1, -1.0)
     assert d["greedy"]["vs"]["hold"]["wins"] == 1 and d["greedy"]["vs"]["random"]["wins"] == 2
     assert "vs" not in d["hold"] and set(d["sampled"]["vs"]) == set(BASELINES)
     e = groups[1]["policies"]
     assert e["greedy"]["mean"] == 5.0 and e["greedy"]["std"] is None and e["greedy"]["ci"] is None
+
+
+def test_results_of_before_a_baseline_existed_still_summarise():
+    """Trials evaluated before ``improve`` was a baseline (their result.json lacks it): n = 0 there, no pairs,
+    the others as before; a study.json whose summary lacks the policy still prints."""
+    old = [{k: v for k, v in _pnls(2.0).items() if k != "improve"}, {k: v for k, v in _pnls(1.0).items()
+                                                                      if k != "improve"}]
+    groups = St.summarize([_result("d", "v", s, p) for s, p in enumerate(old)])
+    d = groups[0]["policies"]
+    assert d["improve"]["n"] == 0 and d["greedy"]["vs"]["improve"]["n"] == 0 and d["greedy"]["n"] == 2
+    assert d["greedy"]["vs"]["join"]["n"] == 2
+    for g in groups:
+        g["policies"].pop("improve")
+    assert len(St.summary_tables({"summary": groups}, width=200)) == 1
 
 
 # ------------------------------------------------------------------ options

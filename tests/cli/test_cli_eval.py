@@ -64,13 +64,12 @@ def test_fills_export(tmp_path):
     assert {"backtest", "price", "quantity", "side", "fee"} <= set(t.column_names)
 
 
-def test_improve_runs_on_request_a_tick_inside_the_touch(tmp_path):
-    """``improve`` is not in the default set; named, it alternates improve bid / improve ask, and its orders sit
-    at prices nobody quoted (no queue ahead when placed), where join's wait behind the touch's queue."""
+def test_improve_quotes_a_tick_inside_the_touch(tmp_path):
+    """``improve`` alternates improve bid / improve ask, and its orders sit at prices nobody quoted (no queue
+    ahead when placed), where join's wait behind the touch's queue."""
     from alpharl import actions as A
-    from alpharl.evaluate import ON_REQUEST, Baseline
+    from alpharl.evaluate import Baseline
 
-    assert "improve" in ON_REQUEST and "improve" not in ALL
     pol = Baseline("improve", b=3, seed=0)
     acts = [pol(None) for _ in range(4)]
     assert [a.tolist() for a in acts] == [[A.IMPROVE_BID] * 3, [A.IMPROVE_ASK] * 3] * 2
