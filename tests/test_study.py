@@ -73,8 +73,8 @@ def _result(dataset, variant, seed, pnl, status=St.OK):
 
 
 def _pnls(greedy, hold=0.0, k=0.0):
-    return {"sampled": -1.0 + k, "greedy": greedy, "hold": hold, "random": -3.0 + k, "periodic": -2.0 + k, "join": 1.0 + k,
-            "improve": 0.5 + k}
+    return {"sampled": -1.0 + k, "greedy": greedy, "hold": hold, "random": -3.0 + k, "periodic": -2.0 + k,
+            "join": 1.0 + k, "improve": 0.5 + k}
 
 
 def test_summarize_known_results():

@@ -67,12 +67,10 @@ from alpharl.cuda_kernels.controllers.ppo import ENTROPY_TARGET, KL_TARGET
 from alpharl.cuda_kernels.controllers.target_tau import TAU_BOOTSTRAP
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (GN_TARGET_OFFSET, GRAD_NORM_EMA_SLOTS, GRAD_NORM_OBS_OFFSET, LR_SLOTS, REL_UPDATE_OBS_OFFSET,
-                         RL_ADV_VAR_EMA, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR, RL_KL_TARGET,
-                         RL_CLIP_EPS_ANCHOR, RL_LR_PI, RL_OBS_KL, RL_OBS_KL_FIRST, RL_OBS_PPO_INFORMED,
-                         RL_OBS_PPO_SAMPLES,
-                         RL_PI_REL_TARGET,
-                         RL_Q_GRAD_NORM_EMA, RL_RETURN_VAR_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX, RL_SUPPORT_V_MIN,
-                         RL_TARGET_TAU, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP)
+                         RL_ADV_VAR_EMA, RL_CLIP_EPS_ANCHOR, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR,
+                         RL_KL_TARGET, RL_LR_PI, RL_OBS_KL, RL_OBS_KL_FIRST, RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES,
+                         RL_PI_REL_TARGET, RL_Q_GRAD_NORM_EMA, RL_RETURN_VAR_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX,
+                         RL_SUPPORT_V_MIN, RL_TARGET_TAU, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP)
 from alpharl.sizes import N_ACTIONS
 
 #: ``flags`` bits of rl_step_controllers / rl_anchor_controller: --adaptive-anchors, --pace-policy (acts only

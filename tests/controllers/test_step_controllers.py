@@ -6,6 +6,7 @@ from numba import cuda
 
 from alpharl import isv as S
 from alpharl.controllers import SIGNAL_TABLE, Controllers, reference_controllers, reference_signal_emas
+from alpharl.cuda_kernels.controllers import ppo as PPO
 from controllers.controller_units import launch_controllers, launch_signal_emas
 
 
@@ -50,7 +51,7 @@ def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors,
         paced = [S.RL_PI_REL_TARGET, S.RL_CLIP_EPS_ANCHOR]
         assert (got[paced] != 0).all() if pace else (got[paced] == 0).all()
         if pace:
-            assert got[S.RL_PPO_CLIP_EPS] == min(got[S.RL_CLIP_EPS_ANCHOR], np.float32(0.3))
+            assert got[S.RL_PPO_CLIP_EPS] == min(got[S.RL_CLIP_EPS_ANCHOR], np.float32(PPO.CLIP_EPS_MAX))
         anchor_slots = [S.RL_KL_TARGET, S.RL_ENTROPY_TARGET, S.RL_K_RATIO_FLOOR] + [
             e + S.GN_TARGET_OFFSET for e in S.GRAD_NORM_EMA_SLOTS]
         assert (got[anchor_slots] != 0).all() if anchors else (got[anchor_slots] == 0).all()

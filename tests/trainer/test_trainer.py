@@ -210,6 +210,7 @@ def test_paced_policy_step_moves_and_resumes_bit_identically():
     """--pace-policy with rollouts and K > 1: the pi head's relative-update target leaves the shared 1e-3 on
     the informed updates, the clip is its anchor, every slot in range; N + checkpoint + N == 2N."""
     from alpharl.cuda_kernels.controllers import anchors as AN
+    from alpharl.cuda_kernels.controllers import ppo as PPO
     cfg = _cfg(k_max=2, rollout=2, pace_policy=True, **SIGNALS_ON)
     a = IntegratedTrainer(cfg, MARKET)
     a.ops.isv[S.RL_K_LOOP_MULT] = 2 * S.K_FIXED_POINT  # K = 2 from the start: every update is informed
@@ -218,7 +219,7 @@ def test_paced_policy_step_moves_and_resumes_bit_identically():
     _check_isv_in_range(isv)
     assert isv[S.RL_PI_REL_TARGET] > 0 and isv[S.RL_PI_REL_TARGET] != np.float32(AN.REL_UPDATE_TARGET)
     assert isv[S.RL_CLIP_EPS_ANCHOR] > 0
-    assert isv[S.RL_PPO_CLIP_EPS] == min(isv[S.RL_CLIP_EPS_ANCHOR], np.float32(0.3))
+    assert isv[S.RL_PPO_CLIP_EPS] == min(isv[S.RL_CLIP_EPS_ANCHOR], np.float32(PPO.CLIP_EPS_MAX))
     # the first iteration's KL is the drift since the rollout acted (the encoder moved under Q on the collect
     # step): positive, and the last iteration's (after this update's own policy step) differs from it
     assert isv[S.RL_OBS_KL_FIRST] > 0 and isv[S.RL_OBS_KL] != isv[S.RL_OBS_KL_FIRST]
