@@ -78,10 +78,16 @@ ARRIVED_BEFORE = -1
  S_SELL_POST,
  S_VOL_STEPS,     # steps in F_VOL_MSQ's mean, up to VOL_HORIZON (a market statistic: kept across episodes)
  S_RESP_STALE,    # observations whose response latency reached past the own ring (oldest shown) since reset()
+ S_BUY_PEG,       # PEG_*: the reference price the resting buy order follows (SimParams.peg_quotes)
+ S_SELL_PEG,
  S_MID_HIST,      # first of N_MID_HIST rows: mid2 at the last step ends, newest first
- ) = range(37)
+ ) = range(39)
 #: Offsets of a resting order's fields from S_BUY_PX / S_SELL_PX.
 O_PX, O_QTY, O_QA, O_QA0, O_LIVE_AT, O_OID = range(6)
+#: What a resting order's price follows under SimParams.peg_quotes (S_BUY_PEG / S_SELL_PEG): nothing
+#: (an order instruction's explicit price), its side's best price (a join) or a tick inside it (an
+#: improve, the best itself when the spread is one tick).
+PEG_NONE, PEG_JOIN, PEG_IMPROVE = range(3)
 #: Lags (env steps) of the recent mid returns in the observation.
 RETURN_LAGS = (1, 2, 4, 8)
 N_RET = len(RETURN_LAGS)
@@ -95,7 +101,7 @@ STATE_I_NAMES = ("cursor", "step_in_ep", "step", "episode", "inventory", "was_op
                  "sell_px", "sell_qty", "sell_qa", "sell_qa0", "sell_live_at", "sell_oid",
                  "mkt_qty", "mkt_flat", "mkt_live_at", "mkt_oid", "post_cancelled", "buy_live_row",
                  "sell_live_row", "trips", "buy_post", "sell_post", "vol_steps",
-                 "resp_stale") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
+                 "resp_stale", "buy_peg", "sell_peg") + tuple(f"mid_hist{k}" for k in range(N_MID_HIST))
 assert len(STATE_I_NAMES) == N_STATE_I
 
 # ---------------------------------------------------- order instructions
@@ -258,8 +264,8 @@ def obs_names(obs_levels: int) -> list[str]:
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
  IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
  IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END, IP_PENALTY_UNIT,
- IP_RESP_DELAY, IP_PENALTY_QUADRATIC) = range(23)
-N_IP = 23
+ IP_RESP_DELAY, IP_PENALTY_QUADRATIC, IP_PEG) = range(24)
+N_IP = 24
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE, FP_INV_PENALTY, FP_INV_PENALTY_Q2 = range(5)
 N_FP = 5
@@ -328,6 +334,7 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_EPISODE_END] = EPISODE_ENDS.index(p.episode_end)
     ip[IP_PENALTY_UNIT] = PENALTY_UNITS.index(p.inventory_penalty_unit)
     ip[IP_PENALTY_QUADRATIC] = int(p.inventory_penalty_quadratic > 0)   # the q^2 term's switch
+    ip[IP_PEG] = int(p.peg_quotes)
     fp = np.zeros(N_FP, np.float64)
     fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee

@@ -152,6 +152,17 @@ class SimParams:
     cancelled and a new one (a new order id) is sent at the same price; it goes live after the entry
     latency at the back of the queue, like any new order. An order at another price is replaced
     under both."""
+    peg_quotes: bool = False
+    """A join / improve order follows its reference price, as an exchange's primary-peg order does:
+    at every step, before the action, a resting (or pending) order placed by a join whose side's
+    best price on the snapshot the agent sees has moved, or by an improve whose price one tick
+    inside it has (the best itself at a one-tick spread), is replaced there: cancelled and sent
+    again with its remaining size, a new order id, the entry latency and the back of the queue. An
+    order at its reference price keeps its place; a side quoted once stays at the touch until it
+    fills or is cancelled instead of going stale when the market moves away, so a policy that
+    quotes one side per step can hold a two-sided quote. Not for order instructions' explicit
+    prices; nothing moves while the side of the book is empty. False: a resting order stays at
+    its price until the action replaces it."""
 
     def __post_init__(self):
         checks = {

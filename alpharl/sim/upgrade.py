@@ -33,8 +33,9 @@ def upgrade_state(d: dict) -> dict:
         d = d | {"resp_ring": np.zeros((L.N_RESP, np.asarray(d["state_i"]).shape[1]), np.float64)}
     si, sf = np.asarray(d["state_i"]), np.asarray(d["state_f"])
     # rows inserted before the mid history since: S_TRIPS, then S_BUY_POST / S_SELL_POST (0: no
-    # instruction made an order post-only), then S_VOL_STEPS, then S_RESP_STALE
-    for first in (L.S_TRIPS, L.S_BUY_POST, L.S_VOL_STEPS, L.S_RESP_STALE):
+    # instruction made an order post-only), then S_VOL_STEPS, then S_RESP_STALE, then S_BUY_PEG /
+    # S_SELL_PEG (PEG_NONE: the orders rest where they are)
+    for first in (L.S_TRIPS, L.S_BUY_POST, L.S_VOL_STEPS, L.S_RESP_STALE, L.S_BUY_PEG):
         if si.shape[0] == first + L.N_MID_HIST:
             new = np.zeros((L.N_STATE_I,) + si.shape[1:], si.dtype)
             new[:first], new[L.S_MID_HIST:] = si[:first], si[first:]

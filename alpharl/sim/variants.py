@@ -40,6 +40,7 @@ def switches_for(ip, instructions: bool) -> tuple[bool, ...]:
           "POST_ONLY": ip[L.IP_POST_ONLY] != 0,
           "SIGMA_PENALTY": ip[L.IP_PENALTY_UNIT] == L.PENALTY_SIGMA,
           "QUADRATIC_PENALTY": ip[L.IP_PENALTY_QUADRATIC] != 0,
+          "PEG": ip[L.IP_PEG] != 0,
           "FILLS_LOG": ip[L.IP_FILL_CAP] > 0,
           "INSTRUCTIONS": instructions}
     return tuple(bool(on[n]) for n in switches.NAMES)

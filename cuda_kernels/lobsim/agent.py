@@ -17,21 +17,22 @@ from numba import cuda, float64, int64, uint32
 
 from alpharl import actions as A
 from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, level_size, side_cols, word
-from alpharl.cuda_kernels.lobsim.switches import FILLS_LOG, L3_FIFO, LAST_SEEN, POST_ONLY, SYNTHETIC
+from alpharl.cuda_kernels.lobsim.switches import FILLS_LOG, L3_FIFO, LAST_SEEN, PEG, POST_ONLY, SYNTHETIC
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
 from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EPISODE_ROUND_TRIP, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER,
                                 FL_MAKER, FL_OID, FL_PRICE, FL_QA0, FL_QA_FILL, FL_QTY, FL_ROW, FL_SIDE, FL_STEP,
                                 FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED,
                                 F_TRIP_BASE, IP_ENTRY_QUEUE, IP_EPISODE_END, IP_FEE_MODE, IP_FILL_CAP, IP_FILL_RULE,
-                                IP_LEVELS, IP_LOT, IP_MAX_POS, IP_POST_ONLY, IP_QUEUE_MODEL, IP_REQUOTE, IP_SYNTHETIC,
+                                IP_LEVELS, IP_LOT, IP_MAX_POS, IP_PEG, IP_POST_ONLY, IP_QUEUE_MODEL, IP_REQUOTE,
+                                IP_SYNTHETIC,
                                 LIVE, NO_TIME, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY, QUEUE_L3_FIFO,
                                 QUEUE_PROBABILISTIC, REQUOTE_KEEP, SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW,
                                 S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT,
                                 S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW,
                                 S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN,
                                 S_BUY_POST, S_SELL_POST, ORD_BUY, ORD_SELL, ORD_MKT_QTY, OI_OP, OI_PX, OI_QTY, OI_POST,
-                                OP_CANCEL, OP_PLACE)
+                                OP_CANCEL, OP_PLACE, PEG_IMPROVE, PEG_JOIN, PEG_NONE, S_BUY_PEG, S_SELL_PEG)
 
 @cuda.jit(device=True)
 def reduces(inv, side):
@@ -187,12 +188,46 @@ def sent_size(book, at, vbook, vat, side, px, nl):
 
 
 @cuda.jit(device=True)
+def quote_price(side, improve, ask1, bid1, has_ask, has_bid):
+    """The price of a join (improve False) or an improve on ``side``: its best, or a tick inside
+    it where the spread is wider than one tick (or the other side is empty)."""
+    if side == SIDE_BUY:
+        return bid1 + 1 if improve and (not has_ask or ask1 - bid1 > 1) else bid1
+    return ask1 - 1 if improve and (not has_bid or ask1 - bid1 > 1) else ask1
+
+
+@cuda.jit(device=True)
+def follow_peg(st, side, base, peg_row, post_row, ask1, bid1, book, at, vbook, vat, live_at, oid, pi):
+    """SimParams.peg_quotes: the ``side`` order (constant rows ``base``, ``peg_row``, ``post_row``)
+    placed by a join / improve, off its reference price on the snapshot the agent sees, is sent
+    again there with its remaining size as order ``oid`` (nothing while the side is empty).
+    Returns the next order id."""
+    peg = st[peg_row]
+    has_ask = ask1 != ASK_EMPTY
+    has_bid = bid1 != BID_EMPTY
+    if peg == PEG_NONE or st[base + O_QTY] <= 0 or not (has_bid if side == SIDE_BUY else has_ask):
+        return oid
+    px = quote_price(side, peg == PEG_IMPROVE, ask1, bid1, has_ask, has_bid)
+    if px == st[base + O_PX]:
+        return oid
+    seen = sent_size(book, at, vbook, vat, side, px, pi[IP_LEVELS]) if LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0 else 0
+    replace_limit(st, base, px, st[base + O_QTY], live_at, oid, seen, False, post_row, st[post_row])
+    return oid + 1
+
+
+@cuda.jit(device=True)
 def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
     """Action ``act`` at the cursor's snapshot ``at``, decided on the snapshot the agent sees,
     ``vat`` (the same one without a feed latency), whose best ask / bid are ask1 / bid1: market
     orders become the pending market order, join/improve (re)place the side's resting order,
     cancel/flatten drop them; every order goes live at row ``live_at``. Refusals (empty side,
-    position limit, a pending flatten) are counted."""
+    position limit, a pending flatten) are counted. With peg_quotes the pegged orders follow
+    their reference prices first (follow_peg)."""
+    if PEG and pi[IP_PEG] != 0:   # pegged quotes move first, each a new order (buy, then sell)
+        oid = follow_peg(st, SIDE_BUY, S_BUY_PX, S_BUY_PEG, S_BUY_POST, ask1, bid1, book, at, vbook, vat, live_at,
+                         st[S_NEXT_OID], pi)
+        st[S_NEXT_OID] = follow_peg(st, SIDE_SELL, S_SELL_PX, S_SELL_PEG, S_SELL_POST, ask1, bid1, book, at, vbook,
+                                    vat, live_at, oid, pi)
     lot = pi[IP_LOT]
     maxp = pi[IP_MAX_POS]
     new_oid = st[S_NEXT_OID]
@@ -221,18 +256,21 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
         improve = act == A.IMPROVE_BID or act == A.IMPROVE_ASK
         last_seen = LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0
         keep = pi[IP_REQUOTE] == REQUOTE_KEEP
+        peg = PEG_IMPROVE if improve else PEG_JOIN
         if act == A.JOIN_BID or act == A.IMPROVE_BID:
-            px = bid1 + 1 if improve and (not has_ask or ask1 - bid1 > 1) else bid1
+            px = quote_price(SIDE_BUY, improve, ask1, bid1, has_ask, has_bid)
             ok = has_bid and inv + max(mkt, 0) + lot <= maxp
             if ok:
                 seen = sent_size(book, at, vbook, vat, SIDE_BUY, px, pi[IP_LEVELS]) if last_seen else 0
                 placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen, keep, S_BUY_POST, 0)
+                st[S_BUY_PEG] = peg
         else:
-            px = ask1 - 1 if improve and (not has_bid or ask1 - bid1 > 1) else ask1
+            px = quote_price(SIDE_SELL, improve, ask1, bid1, has_ask, has_bid)
             ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
             if ok:
                 seen = sent_size(book, at, vbook, vat, SIDE_SELL, px, pi[IP_LEVELS]) if last_seen else 0
                 placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen, keep, S_SELL_POST, 0)
+                st[S_SELL_PEG] = peg
         refused = not ok
     elif act == A.CANCEL or act == A.FLATTEN:
         st[S_BUY_QTY] = 0
@@ -252,9 +290,9 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
 
 
 @cuda.jit(device=True)
-def instruct_side(st, orders, b, side, base, post_row, ob, book, at, vbook, vat, live_at, new_oid, pi):
+def instruct_side(st, orders, b, side, base, post_row, peg_row, ob, book, at, vbook, vat, live_at, new_oid, pi):
     """The instruction orders[ob:ob + N_OI, b] on the resting ``side`` order (constant rows ``base``,
-    ``post_row``): cancel it, or (re)place it at an explicit price, size and post-only flag as order
+    ``post_row``, ``peg_row``): cancel it, or (re)place it, not pegged, at an explicit price, size and post-only flag as order
     ``new_oid`` (refused when its worst case passes max_position, as a join's is). Returns (the next
     order id, 1 if refused)."""
     op = orders[ob + OI_OP, b]
@@ -273,6 +311,7 @@ def instruct_side(st, orders, b, side, base, post_row, ob, book, at, vbook, vat,
             return new_oid, 1
         seen = sent_size(book, at, vbook, vat, side, px, pi[IP_LEVELS]) if LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0 else 0
         replace_limit(st, base, px, qty, live_at, new_oid, seen, False, post_row, orders[ob + OI_POST, b])
+        st[peg_row] = PEG_NONE
         return new_oid + 1, 0
     return new_oid, 0
 
@@ -283,10 +322,10 @@ def place_instructions(st, orders, b, book, at, vbook, vat, live_at, pi):
     snapshots (place_orders): the buy side's, the sell side's, then a market order of signed size
     that joins the pending one (refused, as a market action is, past max_position or with a flatten
     pending). Each order placed takes the next id in that order; refusals are counted."""
-    oid, r_buy = instruct_side(st, orders, b, SIDE_BUY, S_BUY_PX, S_BUY_POST, ORD_BUY, book, at, vbook, vat,
-                               live_at, st[S_NEXT_OID], pi)
-    oid, r_sell = instruct_side(st, orders, b, SIDE_SELL, S_SELL_PX, S_SELL_POST, ORD_SELL, book, at, vbook, vat,
-                                live_at, oid, pi)
+    oid, r_buy = instruct_side(st, orders, b, SIDE_BUY, S_BUY_PX, S_BUY_POST, S_BUY_PEG, ORD_BUY, book, at, vbook,
+                               vat, live_at, st[S_NEXT_OID], pi)
+    oid, r_sell = instruct_side(st, orders, b, SIDE_SELL, S_SELL_PX, S_SELL_POST, S_SELL_PEG, ORD_SELL, book, at,
+                                vbook, vat, live_at, oid, pi)
     q = orders[ORD_MKT_QTY, b]
     refused = r_buy + r_sell
     if q != 0:

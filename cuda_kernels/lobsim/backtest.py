@@ -20,17 +20,17 @@ from alpharl.cuda_kernels.lobsim.switches import (FEED_DELAY, INSTRUCTIONS, QUAD
 from alpharl.lobster.format import ASK_PRICE, BID_PRICE
 from alpharl.prng import xorshift32
 from alpharl.sim.layout import (BOOK_COLS, EV_DIR, EV_PRICE, EV_SIZE, EV_TYPE, FP_INV_PENALTY, FP_INV_PENALTY_Q2,
-                                FP_TICK_DOLLARS, F_CASH, F_EQUITY, F_TRIP_BASE, IP_EPISODE_STEPS, IP_EVENTS_PER_STEP,
-                                IP_FEED_DELAY, F_VOL_MSQ, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_LOT,
+                                FP_TICK_DOLLARS, F_CASH, F_EQUITY, F_TRIP_BASE, F_VOL_MSQ, IP_EPISODE_STEPS,
+                                IP_EVENTS_PER_STEP, IP_FEED_DELAY, IP_FORCE_FLATTEN, IP_LATENCY, IP_LEVELS, IP_LOT,
                                 IP_PENALTY_QUADRATIC, IP_PENALTY_UNIT, IP_RESP_DELAY, IP_START_SPAN, IP_SYNTHETIC,
-                                IP_TIMED_ENTRY, LIVE, N_EPISODE_F, N_MID_HIST, N_OUT, N_STATE_F,
-                                N_STATE_I, OUT_DONE, OUT_LABEL_RET, OUT_LABEL_UP, PENALTY_SIGMA, S_VOL_STEPS,
-                                VOL_HORIZON, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED, SIDE_BUY, SIDE_SELL, S_BOUGHT,
-                                S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID, S_BUY_POST, S_BUY_PX, S_BUY_QA, S_BUY_QA0,
-                                S_BUY_QTY, S_CURSOR, S_EPISODE, S_INVENTORY, S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT,
-                                S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_SELL_LIVE_AT, S_SELL_LIVE_ROW, S_SELL_OID,
-                                S_SELL_POST, S_SELL_PX, S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP,
-                                S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN)
+                                IP_TIMED_ENTRY, LIVE, N_EPISODE_F, N_MID_HIST, N_OUT, N_STATE_F, N_STATE_I, OUT_DONE,
+                                OUT_LABEL_RET, OUT_LABEL_UP, OUT_REWARD, OUT_TRADE_DONE, OUT_TRADE_PNL, OUT_TRUNCATED,
+                                PENALTY_SIGMA, SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_AT, S_BUY_LIVE_ROW, S_BUY_OID,
+                                S_BUY_PEG, S_BUY_POST, S_BUY_PX, S_BUY_QA, S_BUY_QA0, S_BUY_QTY, S_CURSOR, S_EPISODE,
+                                S_INVENTORY, S_MID_HIST, S_MKT_FLAT, S_MKT_LIVE_AT, S_MKT_OID, S_MKT_QTY, S_NEXT_OID,
+                                S_SELL_LIVE_AT, S_SELL_LIVE_ROW, S_SELL_OID, S_SELL_PEG, S_SELL_POST, S_SELL_PX,
+                                S_SELL_QA, S_SELL_QA0, S_SELL_QTY, S_SOLD, S_STEP, S_STEP_IN_EP, S_TRADE_STEPS,
+                                S_TRIPS, S_VOL_STEPS, S_WAS_OPEN, VOL_HORIZON)
 
 
 @cuda.jit(device=True)
@@ -56,7 +56,7 @@ def select_reset(st, fs, done):
     for r in (S_STEP_IN_EP, S_INVENTORY, S_WAS_OPEN, S_TRADE_STEPS, S_BOUGHT, S_SOLD,
               S_BUY_PX, S_BUY_QTY, S_BUY_QA, S_BUY_QA0, S_BUY_OID, S_BUY_LIVE_ROW,
               S_SELL_PX, S_SELL_QTY, S_SELL_QA, S_SELL_QA0, S_SELL_OID, S_SELL_LIVE_ROW,
-              S_MKT_QTY, S_MKT_FLAT, S_MKT_OID, S_BUY_POST, S_SELL_POST):
+              S_MKT_QTY, S_MKT_FLAT, S_MKT_OID, S_BUY_POST, S_SELL_POST, S_BUY_PEG, S_SELL_PEG):
         st[r] = 0 if done else st[r]
     for r in (S_BUY_LIVE_AT, S_SELL_LIVE_AT, S_MKT_LIVE_AT):
         st[r] = LIVE if done else st[r]

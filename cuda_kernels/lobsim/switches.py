@@ -28,6 +28,8 @@ POST_ONLY = True
 SIGMA_PENALTY = True
 #: inventory_penalty_quadratic > 0 (IP_PENALTY_QUADRATIC): lambda_2 x |q| / lot added to lambda.
 QUADRATIC_PENALTY = True
+#: SimParams.peg_quotes (IP_PEG): pegged join / improve orders follow the touch.
+PEG = True
 #: A fills log (IP_FILL_CAP > 0): the ring written at every fill.
 FILLS_LOG = True
 #: Order instructions: a step given ``orders`` (none: the zeros ``LobSim.no_orders``, a no-op).
@@ -35,7 +37,7 @@ INSTRUCTIONS = True
 
 #: The switches in a fixed order (alpharl.sim.variants keys its builds by their values).
 NAMES = ("SYNTHETIC", "FEED_DELAY", "TIMED_ENTRY", "RESP_DELAY", "L3_FIFO", "LAST_SEEN", "POST_ONLY", "SIGMA_PENALTY",
-         "QUADRATIC_PENALTY", "FILLS_LOG", "INSTRUCTIONS")
+         "QUADRATIC_PENALTY", "PEG", "FILLS_LOG", "INSTRUCTIONS")
 
 #: lobsim_step writes the observations of a block's backtests to shared memory, rows of
 #: OBS_SHAPE = (threads, obs_dim), and the block stores them together, coalesced (a build for a

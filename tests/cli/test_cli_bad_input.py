@@ -115,12 +115,13 @@ def test_episode_options_checked(fake_trainer, args, names):
 
 def test_episode_options_reach_the_config(fake_trainer, tmp_path):
     r = train("--episode-end", "horizon", "--inventory-penalty", 0.25, "--inventory-penalty-unit", "sigma",
-              "--inventory-penalty-quadratic", 0.1, "--steps", 10, "--run-dir", tmp_path / "r", "--quiet")
+              "--inventory-penalty-quadratic", 0.1, "--peg-quotes", "--steps", 10, "--run-dir", tmp_path / "r",
+              "--quiet")
     assert r.exit_code == 0, r.output
     config, _ = fake_trainer.calls[-1]
     sim = config.sim
-    assert (sim.episode_end, sim.inventory_penalty, sim.inventory_penalty_unit, sim.inventory_penalty_quadratic) == (
-        "horizon", 0.25, "sigma", 0.1)
+    assert (sim.episode_end, sim.inventory_penalty, sim.inventory_penalty_unit, sim.inventory_penalty_quadratic,
+            sim.peg_quotes) == ("horizon", 0.25, "sigma", 0.1, True)
     saved = tmp_path / "config.toml"                 # the run's config.toml records them
     saved.write_text(config.to_toml())
     assert type(config).from_toml(saved).sim == config.sim

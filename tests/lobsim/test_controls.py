@@ -125,6 +125,67 @@ def test_requote_replace_sends_the_order_again(kind, requote):
     assert [(x["quantity"], x["event_row"]) for x in _fills(res)] == ([] if replaced else [(50, 3), (50, 4)])
 
 
+#: The best bid steps up to 101 (200 shares) at row 1 and back to 100 at row 3; the ask stays at 102.
+_BID_UP = [102, 500, 101, 200, 103, 100, 100, 300]
+PEG_ROWS = [
+    (EV_NEW, SELL, 10, 110, BOOK),
+    (EV_NEW, BUY, 200, 101, _BID_UP),
+    (EV_NEW, SELL, 10, 110, _BID_UP),
+    (EV_DELETE, BUY, 200, 101, BOOK),
+    (EV_NEW, SELL, 10, 110, BOOK),
+    (EV_NEW, SELL, 10, 110, BOOK),
+]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("peg", [False, True])
+def test_pegged_join_follows_the_touch(kind, peg):
+    """A join bid at 100 (row 0) and a join ask at 102 (row 1). Pegged, the bid is sent again at 101
+    when the best bid steps up (row 1, before the ask: ids 1 then 2), behind the 200 there, and back at
+    100 behind 300 when it steps down (row 3, id 3); the ask, at its touch throughout, keeps its id.
+    Not pegged, both rest where they were placed."""
+    sim = _sim(kind, PEG_ROWS, _params(PEG_ROWS, peg_quotes=peg, force_flatten=False))
+    run_script(sim, [A.JOIN_BID, A.JOIN_ASK, A.HOLD])                  # to row 3
+    assert sim.field("buy_px")[0] == (101 if peg else 100) and sim.field("buy_qa0")[0] == (200 if peg else 300)
+    assert sim.field("buy_oid")[0] == (1 if peg else 0)
+    assert sim.field("sell_px")[0] == 102 and sim.field("sell_oid")[0] == (2 if peg else 1)
+    run_script(sim, [A.JOIN_BID, A.JOIN_ASK, A.HOLD, A.HOLD])          # to row 4
+    assert sim.field("buy_px")[0] == 100 and sim.field("buy_oid")[0] == (3 if peg else 0)
+    assert sim.field("buy_qa0")[0] == 300 and sim.field("sell_oid")[0] == (2 if peg else 1)
+    assert sim.field("next_oid")[0] == (4 if peg else 2) and sim.field("buy_qty")[0] == 100
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_pegged_improve_keeps_a_tick_inside_and_cancel_ends_the_peg(kind):
+    """An improve bid at 101 (spread 2). When the bid steps up to 101 the spread is one tick and an
+    improve is a join at 101: the order is where its peg wants it and keeps its id and place; so it
+    does when the bid steps back (101 is again a tick inside). A cancel drops a pegged order (the join
+    moved to 101 at row 1, id 1, then cancelled); nothing re-sends it."""
+    sim = _sim(kind, PEG_ROWS, _params(PEG_ROWS, peg_quotes=True, force_flatten=False))
+    run_script(sim, [A.IMPROVE_BID, A.HOLD, A.HOLD, A.HOLD])
+    assert sim.field("buy_px")[0] == 101 and sim.field("buy_oid")[0] == 0 and sim.field("next_oid")[0] == 1
+    assert sim.field("buy_peg")[0] == L.PEG_IMPROVE
+    run_script(sim, [A.JOIN_BID, A.CANCEL, A.HOLD, A.HOLD])
+    assert sim.field("buy_qty")[0] == 0 and sim.field("next_oid")[0] == 2
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_an_instruction_price_is_not_pegged(kind):
+    """A join bid (pegged) that an order instruction replaces at an explicit 99 rests there when the
+    best bid steps up (row 1): the peg is the action's, not the driver's."""
+    sim = _sim(kind, PEG_ROWS, _params(PEG_ROWS, peg_quotes=True, force_flatten=False))
+    to_dev = device_actions if kind == "kernels" else (lambda a: np.asarray(a, np.int32))
+    orders = np.zeros((L.N_ORD, 1), np.int32)
+    orders[L.ORD_BUY + L.OI_OP], orders[L.ORD_BUY + L.OI_PX], orders[L.ORD_BUY + L.OI_QTY] = L.OP_PLACE, 99, 100
+    sim.reset()
+    sim.step(to_dev([A.JOIN_BID]))
+    sim.step(to_dev([A.HOLD]), to_dev(orders))                      # row 1: the peg first (id 1), then 99 (id 2)
+    assert sim.field("buy_px")[0] == 99 and sim.field("buy_peg")[0] == L.PEG_NONE
+    sim.step(to_dev([A.HOLD]))
+    sim.step(to_dev([A.HOLD]))
+    assert sim.field("buy_px")[0] == 99 and sim.field("buy_oid")[0] == 2 and sim.field("next_oid")[0] == 3
+
+
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_requote_replace_waits_out_the_entry_latency(kind):
     """Two events of latency: the join sent at row 0 goes live at row 2 behind 700; joined again at
@@ -410,15 +471,15 @@ def test_fills_log_arrow_file(tmp_path):
 def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     """A checkpoint's simulator state from before the fill records held their time and queue at
     fill, before round trips were counted, before order instructions' post-only flags, before the
-    market's volatility estimate and before the response latency, loads: those fields read NO_TIME and 0
-    (an empty own-state ring), every other field as saved; a state of no known layout is refused with a
+    market's volatility estimate, before the response latency and before pegged quotes, loads: those
+    fields read NO_TIME and 0 (an empty own-state ring, no peg), every other field as saved; a state of no known layout is refused with a
     message."""
     sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"))
     run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD])
     d = sim.state_dict()
     # what an older run never had
-    d["state_i"][L.S_TRIPS], d["state_i"][L.S_VOL_STEPS], d["state_f"][L.F_TRIP_BASE:] = 0, 0, 0.0
-    newer_i = [L.S_TRIPS, L.S_BUY_POST, L.S_SELL_POST, L.S_VOL_STEPS, L.S_RESP_STALE]
+    d["state_i"][[L.S_TRIPS, L.S_VOL_STEPS, L.S_BUY_PEG, L.S_SELL_PEG]], d["state_f"][L.F_TRIP_BASE:] = 0, 0.0
+    newer_i = [L.S_TRIPS, L.S_BUY_POST, L.S_SELL_POST, L.S_VOL_STEPS, L.S_RESP_STALE, L.S_BUY_PEG, L.S_SELL_PEG]
     old = {k: v for k, v in d.items() if k not in ("fills_t", "resp_ring")} | {
         "fills_i": d["fills_i"][..., :L.FL_QA_FILL], "state_i": np.delete(d["state_i"], newer_i, axis=0),
         "state_f": d["state_f"][:L.F_TRIP_BASE]}
@@ -431,7 +492,7 @@ def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     np.testing.assert_array_equal(got["state_i"], d["state_i"])
     np.testing.assert_array_equal(got["state_f"], d["state_f"])
     with pytest.raises(ValueError, match="simulator state of"):
-        sim.load_state_dict(d | {"state_i": d["state_i"][:-6]})
+        sim.load_state_dict(d | {"state_i": d["state_i"][:-5]})
     # the layout with round trips counted but no post-only flags
     sim.load_state_dict(d | {"state_i": np.delete(d["state_i"], newer_i[1:], axis=0),
                              "state_f": d["state_f"][:L.F_VOL_MSQ]})
@@ -439,7 +500,10 @@ def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     np.testing.assert_array_equal(sim.state_dict()["state_f"], d["state_f"])
     # the layout with the volatility estimate but no response latency
     sim.load_state_dict({k: v for k, v in d.items() if k != "resp_ring"} |
-                        {"state_i": np.delete(d["state_i"], L.S_RESP_STALE, axis=0)})
+                        {"state_i": np.delete(d["state_i"], newer_i[4:], axis=0)})
+    np.testing.assert_array_equal(sim.state_dict()["state_i"], d["state_i"])
+    # the layout with the response latency but no pegged quotes: they read PEG_NONE
+    sim.load_state_dict(d | {"state_i": np.delete(d["state_i"], newer_i[5:], axis=0)})
     np.testing.assert_array_equal(sim.state_dict()["state_i"], d["state_i"])
 
 

@@ -40,6 +40,16 @@ CONFIGS = {
     # cancel-and-replace at the same price, with the replaced order travelling an entry latency in time
     "amzn5-requote-replace": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                requote="replace", entry_latency_ns=300_000_000, max_position=300)),
+    # pegged quotes following the touch (re-sent across an entry latency, with last-seen queues), horizon
+    # episodes so that quotes rest long enough to be moved
+    "amzn5-peg": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32, peg_quotes=True,
+                                   episode_end="horizon", latency_events=1, entry_queue="last_seen",
+                                   max_position=300)),
+    "goog1-peg-requote-replace": (GOOG1, SimParams(events_per_step=6, episode_steps=12, fills_log_capacity=32,
+                                                   peg_quotes=True, requote="replace",
+                                                   entry_latency_ns=300_000_000)),
+    "synthetic-peg": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32, latency_events=1,
+                                      peg_quotes=True, episode_end="horizon")),
     # round trips that do not end the episode, marked to mid at its end, and a holding penalty
     "amzn5-horizon-penalty": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32,
                                                episode_end="horizon", force_flatten=False,

@@ -20,7 +20,8 @@ OPTIONS = {"FEED_DELAY": dict(feed_latency_ns=1_000_000), "TIMED_ENTRY": dict(en
            "RESP_DELAY": dict(response_latency_ns=1_000_000), "L3_FIFO": dict(queue_model="l3_fifo"),
            "LAST_SEEN": dict(entry_queue="last_seen"), "POST_ONLY": dict(post_only=True),
            "SIGMA_PENALTY": dict(inventory_penalty_unit="sigma"),
-           "QUADRATIC_PENALTY": dict(inventory_penalty_quadratic=0.2), "FILLS_LOG": dict(fills_log_capacity=8)}
+           "QUADRATIC_PENALTY": dict(inventory_penalty_quadratic=0.2), "PEG": dict(peg_quotes=True),
+           "FILLS_LOG": dict(fills_log_capacity=8)}
 
 
 def _switches(params, instructions=False, synthetic=False):

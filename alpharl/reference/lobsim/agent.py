@@ -148,14 +148,24 @@ def place_orders(sim, act, row0):
     lot, maxp = p.lot_size, p.max_position
     live_at = sim.live_rows[row0] if sim.ip[L.IP_TIMED_ENTRY] else si[L.S_CURSOR] + p.latency_events
     cursor_rows, row0 = row0, sim._seen(row0)
+    ask1 = sim.book[row0, ASK_PRICE].astype(np.int64)
+    bid1 = sim.book[row0, BID_PRICE].astype(np.int64)
+    has_ask, has_bid = ask1 != L.ASK_EMPTY, bid1 != L.BID_EMPTY
+    if sim.ip[L.IP_PEG]:
+        # pegged quotes first: an order off its reference price is sent again there (buy, then sell)
+        for side, base in ((L.SIDE_BUY, L.S_BUY_PX), (L.SIDE_SELL, L.S_SELL_PX)):
+            peg = si[_peg_row(side)]
+            px = _quote_price(side, peg == L.PEG_IMPROVE, ask1, bid1)
+            go = ((peg != L.PEG_NONE) & (si[base + L.O_QTY] > 0) & (has_bid if side == L.SIDE_BUY else has_ask)
+                  & (si[base + L.O_PX] != px))
+            _rest(si, base, side, go, px, si[base + L.O_QTY].copy(), _queue_when_sent(sim, cursor_rows, row0, side, px),
+                  live_at, si[L.S_NEXT_OID].copy(), si[_post_row(side)].copy())
+            si[L.S_NEXT_OID] += go
     new_oid = si[L.S_NEXT_OID].copy()
     inv = si[L.S_INVENTORY].astype(np.int64)
     mkt = si[L.S_MKT_QTY].astype(np.int64)
     flat_pending = si[L.S_MKT_FLAT] != 0
     buy_q, sell_q = si[L.S_BUY_QTY].astype(np.int64), si[L.S_SELL_QTY].astype(np.int64)
-    ask1 = sim.book[row0, ASK_PRICE].astype(np.int64)
-    bid1 = sim.book[row0, BID_PRICE].astype(np.int64)
-    has_ask, has_bid = ask1 != L.ASK_EMPTY, bid1 != L.BID_EMPTY
     refused = np.zeros(sim.B, bool)
     placed = np.zeros(sim.B, bool)
 
@@ -175,16 +185,14 @@ def place_orders(sim, act, row0):
         si[L.S_MKT_OID] = np.where(fresh, new_oid, si[L.S_MKT_OID])
 
     # limit orders: join / improve, replacing the side's resting order
-    spread = ask1 - bid1
     for codes, side, base in (((A.JOIN_BID, A.IMPROVE_BID), L.SIDE_BUY, L.S_BUY_PX),
                               ((A.JOIN_ASK, A.IMPROVE_ASK), L.SIDE_SELL, L.S_SELL_PX)):
         join, improve = act == codes[0], act == codes[1]
         want = join | improve
+        px = _quote_price(side, improve, ask1, bid1)
         if side == L.SIDE_BUY:
-            px = bid1 + (improve & (~has_ask | (spread > 1)))
             ok = has_bid & (inv + np.maximum(mkt, 0) + lot <= maxp)
         else:
-            px = ask1 - (improve & (~has_bid | (spread > 1)))
             ok = has_ask & (inv + np.minimum(mkt, 0) - lot >= -maxp)
         # requote "keep": an order already resting at px stays (its queue place with it)
         same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px) & (sim.ip[L.IP_REQUOTE] == L.REQUOTE_KEEP)
@@ -193,6 +201,7 @@ def place_orders(sim, act, row0):
         placed |= go
         # actions follow SimParams.post_only: the order's own flag stays 0
         _rest(si, base, side, go, px, lot, _queue_when_sent(sim, cursor_rows, row0, side, px), live_at, new_oid, 0)
+        si[_peg_row(side)] = np.where(want & ok, np.where(improve, L.PEG_IMPROVE, L.PEG_JOIN), si[_peg_row(side)])
 
     # cancel / flatten: drop both resting orders; flatten replaces any pending market order
     cancel = (act == A.CANCEL) | (act == A.FLATTEN)
@@ -236,6 +245,7 @@ def place_instructions(sim, orders, row0):
         refused += want & ~go
         _rest(si, base, side, go, px, qty, _queue_when_sent(sim, row0, seen_rows, side, px), live_at, oid,
               orders[ob + L.OI_POST])
+        si[_peg_row(side)] = np.where(go, L.PEG_NONE, si[_peg_row(side)])   # an explicit price is not pegged
         oid = oid + go
     q = orders[L.ORD_MKT_QTY]
     inv, mkt = si[L.S_INVENTORY].astype(np.int64), si[L.S_MKT_QTY].astype(np.int64)
@@ -304,6 +314,19 @@ def activate(sim, rows, closed):
 def _live_row(side):
     """State row of the row at which the resting ``side`` order went live."""
     return L.S_BUY_LIVE_ROW if side == L.SIDE_BUY else L.S_SELL_LIVE_ROW
+
+
+def _quote_price(side, improve, ask1, bid1):
+    """A join's price on ``side`` (its best), or where ``improve`` a tick inside it when the spread is
+    wider than one tick or the other side is empty."""
+    if side == L.SIDE_BUY:
+        return bid1 + (improve & ((ask1 == L.ASK_EMPTY) | (ask1 - bid1 > 1)))
+    return ask1 - (improve & ((bid1 == L.BID_EMPTY) | (ask1 - bid1 > 1)))
+
+
+def _peg_row(side):
+    """The state row of the ``side`` order's peg (layout.PEG_*)."""
+    return L.S_BUY_PEG if side == L.SIDE_BUY else L.S_SELL_PEG
 
 
 def _post_row(side):

@@ -16,7 +16,12 @@ The semantics, in the order one env step applies them to every backtest
    order; join/improve bid/ask (re)place the one resting buy / sell order
    (same price as the existing one: kept, with its queue position, or with
    ``requote = "replace"`` cancelled and sent again: a new order id, the entry
-   latency, the back of the queue); cancel
+   latency, the back of the queue); with ``peg_quotes`` a join / improve
+   order follows its reference price first (before the action, buy then
+   sell): off its side's best (a tick inside it for an improve, the best at
+   a one-tick spread) on the snapshot the agent sees, it is sent again there
+   with its remaining size, a new id, the entry latency and the back of the
+   queue (not while that side is empty; not an order instruction's); cancel
    drops both resting orders; flatten drops them and closes the position at
    market. Improving when the spread is one tick joins instead. Orders are
    refused (counted in ``refused``) when their side of the book is empty or
@@ -299,7 +304,8 @@ class ReferenceLobSim(HostState, StepOutputs):
         for r in (L.S_STEP_IN_EP, L.S_INVENTORY, L.S_WAS_OPEN, L.S_TRADE_STEPS, L.S_BOUGHT, L.S_SOLD,
                   L.S_BUY_PX, L.S_BUY_QTY, L.S_BUY_QA, L.S_BUY_QA0, L.S_BUY_OID, L.S_BUY_LIVE_ROW,
                   L.S_SELL_PX, L.S_SELL_QTY, L.S_SELL_QA, L.S_SELL_QA0, L.S_SELL_OID, L.S_SELL_LIVE_ROW,
-                  L.S_MKT_QTY, L.S_MKT_FLAT, L.S_MKT_OID, L.S_BUY_POST, L.S_SELL_POST):
+                  L.S_MKT_QTY, L.S_MKT_FLAT, L.S_MKT_OID, L.S_BUY_POST, L.S_SELL_POST,
+                  L.S_BUY_PEG, L.S_SELL_PEG):
             si[r] = np.where(done, 0, si[r])
         for r in (L.S_BUY_LIVE_AT, L.S_SELL_LIVE_AT, L.S_MKT_LIVE_AT):
             si[r] = np.where(done, L.LIVE, si[r])
