@@ -20,19 +20,19 @@ from alpharl.cuda_kernels.lobsim.book import beyond_view, crosses, find_level, l
 from alpharl.cuda_kernels.lobsim.switches import FILLS_LOG, L3_FIFO, LAST_SEEN, PEG, POST_ONLY, SYNTHETIC
 from alpharl.lobster.format import BOOK_COLS_PER_LEVEL, EV_CANCEL, EV_DELETE, EV_EXEC, EV_HIDDEN_EXEC
 from alpharl.prng import U24_ONE, U24_SHIFT, xorshift32
-from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EPISODE_ROUND_TRIP, FEE_PER_SHARE, FILL_PARTIAL, FILL_WHOLE_ORDER,
-                                FL_MAKER, FL_OID, FL_PRICE, FL_QA0, FL_QA_FILL, FL_QTY, FL_ROW, FL_SIDE, FL_STEP,
-                                FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, F_AVG_PX, F_CASH, F_FEES, F_REALISED,
-                                F_TRIP_BASE, IP_ENTRY_QUEUE, IP_EPISODE_END, IP_FEE_MODE, IP_FILL_CAP, IP_FILL_RULE,
-                                IP_LEVELS, IP_LOT, IP_MAX_POS, IP_PEG, IP_POST_ONLY, IP_QUEUE_MODEL, IP_REQUOTE,
-                                IP_SYNTHETIC,
-                                LIVE, NO_TIME, O_LIVE_AT, O_OID, O_PX, O_QA, O_QA0, O_QTY, QUEUE_L3_FIFO,
-                                QUEUE_PROBABILISTIC, REQUOTE_KEEP, SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW,
+from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EPISODE_ROUND_TRIP, FEE_PER_SHARE, FILL_PARTIAL,
+                                FILL_WHOLE_ORDER, FL_MAKER, FL_OID, FL_PRICE, FL_QA0, FL_QA_FILL, FL_QTY, FL_ROW,
+                                FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, F_AVG_PX, F_CASH,
+                                F_FEES, F_REALISED, F_TRIP_BASE, IP_ENTRY_QUEUE, IP_EPISODE_END, IP_FEE_MODE,
+                                IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_PEG, IP_POST_ONLY,
+                                IP_QUEUE_MODEL, IP_REQUOTE, IP_SYNTHETIC, LIVE, NO_TIME, OI_OP, OI_POST, OI_PX, OI_QTY,
+                                OP_CANCEL, OP_PLACE, ORD_BUY, ORD_MKT_QTY, ORD_SELL, O_LIVE_AT, O_OID, O_PX, O_QA,
+                                O_QA0, O_QTY, PEG_IMPROVE, PEG_JOIN, PEG_NONE, QUEUE_L3_FIFO, QUEUE_PROBABILISTIC,
+                                REQUOTE_KEEP, SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW, S_BUY_PEG, S_BUY_POST,
                                 S_BUY_PX, S_BUY_QTY, S_CURSOR, S_FILL_HEAD, S_INVENTORY, S_MKT_FLAT, S_MKT_LIVE_AT,
                                 S_MKT_OID, S_MKT_QTY, S_NEXT_OID, S_POST_CANCELLED, S_REFUSED, S_SELL_LIVE_ROW,
-                                S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_TRADE_STEPS, S_TRIPS, S_WAS_OPEN,
-                                S_BUY_POST, S_SELL_POST, ORD_BUY, ORD_SELL, ORD_MKT_QTY, OI_OP, OI_PX, OI_QTY, OI_POST,
-                                OP_CANCEL, OP_PLACE, PEG_IMPROVE, PEG_JOIN, PEG_NONE, S_BUY_PEG, S_SELL_PEG)
+                                S_SELL_PEG, S_SELL_POST, S_SELL_PX, S_SELL_QTY, S_SOLD, S_STEP, S_TRADE_STEPS, S_TRIPS,
+                                S_WAS_OPEN)
 
 @cuda.jit(device=True)
 def reduces(inv, side):
@@ -292,9 +292,9 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
 @cuda.jit(device=True)
 def instruct_side(st, orders, b, side, base, post_row, peg_row, ob, book, at, vbook, vat, live_at, new_oid, pi):
     """The instruction orders[ob:ob + N_OI, b] on the resting ``side`` order (constant rows ``base``,
-    ``post_row``, ``peg_row``): cancel it, or (re)place it, not pegged, at an explicit price, size and post-only flag as order
-    ``new_oid`` (refused when its worst case passes max_position, as a join's is). Returns (the next
-    order id, 1 if refused)."""
+    ``post_row``, ``peg_row``): cancel it, or (re)place it, not pegged, at an explicit price, size and
+    post-only flag as order ``new_oid`` (refused when its worst case passes max_position, as a join's
+    is). Returns (the next order id, 1 if refused)."""
     op = orders[ob + OI_OP, b]
     if op == OP_CANCEL:
         st[base + O_QTY] = 0

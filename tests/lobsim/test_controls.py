@@ -472,8 +472,8 @@ def test_a_state_from_before_fill_times_and_round_trip_counts_loads(kind):
     """A checkpoint's simulator state from before the fill records held their time and queue at
     fill, before round trips were counted, before order instructions' post-only flags, before the
     market's volatility estimate, before the response latency and before pegged quotes, loads: those
-    fields read NO_TIME and 0 (an empty own-state ring, no peg), every other field as saved; a state of no known layout is refused with a
-    message."""
+    fields read NO_TIME and 0 (an empty own-state ring, no peg), every other field as saved; a state
+    of no known layout is refused with a message."""
     sim = _sim(kind, QUEUE_ROWS, _params(QUEUE_ROWS, queue_model="risk_averse"))
     run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD])
     d = sim.state_dict()
