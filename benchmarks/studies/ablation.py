@@ -37,17 +37,20 @@ def _ci(ci) -> str:
 
 
 def held_out_rows(study: dict, policy: str) -> list[dict]:
-    """One row per (dataset, variant): policy and baseline means, the paired difference to join."""
+    """One row per (dataset, variant): policy and baseline means, the paired difference to join, and
+    improve's mean and the seeds at or above it (None in a study from before the improve baseline)."""
     rows = []
     for s in study["summary"]:
         p, join = s["policies"].get(policy), s["policies"].get("join")
         if p is None or join is None:
             continue
         vs_join, vs_hold = p["vs"]["join"], p["vs"]["hold"]
+        improve, vs_improve = s["policies"].get("improve"), p["vs"].get("improve")
         rows.append({"dataset": s["dataset"], "variant": s["variant"], "n": p["n"], "policy": p["mean"],
                      "policy_ci": p["ci"], "join": join["mean"], "diff": vs_join["mean_diff"],
                      "diff_ci": vs_join["diff_ci"], "above_join": vs_join["wins"],
-                     "below_hold": vs_hold["losses"]})
+                     "below_hold": vs_hold["losses"], "improve": None if improve is None else improve["mean"],
+                     "above_improve": None if vs_improve is None else vs_improve["wins"] + vs_improve["ties"]})
     return rows
 
 
@@ -118,22 +121,29 @@ def target_rows(folder: Path, study: dict) -> list[dict]:
 
 def markdown(held: list[dict], targets: list[dict], policy: str) -> str:
     lines = [f"## Held-out net PnL in $ of the {policy} policy against join (paired by seed)", "",
-             "| dataset | variant | n | policy mean [95 % CI] | join mean | policy − join [95 % CI] | seeds ≥ join | seeds < hold |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| dataset | variant | n | policy mean [95 % CI] | join mean | policy − join [95 % CI] | seeds ≥ join | seeds < hold "
+             "| improve mean | seeds ≥ improve |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(held, key=lambda r: (r["dataset"], r["variant"])):
+        above_improve = "-" if r["above_improve"] is None else f"{r['above_improve']}/{r['n']}"
         lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {r['n']} | "
                      f"{_money(r['policy'])} {_ci(r['policy_ci'])} | {_money(r['join'])} | {_money(r['diff'])} "
-                     f"{_ci(r['diff_ci'])} | {r['above_join']}/{r['n']} | {r['below_hold']} |")
+                     f"{_ci(r['diff_ci'])} | {r['above_join']}/{r['n']} | {r['below_hold']} | {_money(r['improve'])} "
+                     f"| {above_improve} |")
     by_variant: dict[str, list[dict]] = {}
     for r in held:
         by_variant.setdefault(r["variant"], []).append(r)
-    lines += ["", "| variant | days with policy mean ≥ join | days whose CI of the mean excludes a loss | seeds < hold (days with more than one) |",
-              "|---|---|---|---|"]
+    lines += ["", "| variant | days with policy mean ≥ join | days whose CI of the mean excludes a loss | seeds < hold "
+                  "(days with more than one) | days with policy mean ≥ improve |",
+              "|---|---|---|---|---|"]
     for v, rs in sorted(by_variant.items()):
         ge = sum(r["diff"] >= 0 for r in rs)
         safe = sum(r["policy_ci"][0] is not None and r["policy_ci"][0] > 0 for r in rs)
         below = sum(r["below_hold"] for r in rs)
-        lines.append(f"| {v} | {ge}/{len(rs)} | {safe}/{len(rs)} | {below} ({sum(r['below_hold'] > 1 for r in rs)}) |")
+        known = [r for r in rs if r["improve"] is not None]
+        ge_improve = f"{sum(r['policy'] >= r['improve'] for r in known)}/{len(known)}" if known else "-"
+        lines.append(f"| {v} | {ge}/{len(rs)} | {safe}/{len(rs)} | {below} ({sum(r['below_hold'] > 1 for r in rs)}) "
+                     f"| {ge_improve} |")
     if targets:
         lines += ["", "## In-sample learning targets (second half of each run; medians over the runs with diagnostics)", "",
                   "| dataset | variant | runs | lr_q off clamps | lr_pi off | lr_v off | K at K_MAX | clip at a bound | runs where α left 1 | reward/trade EMA at end (min) | its trend over the half |",

@@ -43,6 +43,16 @@ def test_table_rows_and_targets(small_study, tmp_path):
     assert {r["variant"] for r in held} == {"plain", "horizon"} and all(r["n"] == 2 for r in held)
     for r in held:
         assert r["diff"] == pytest.approx(r["policy"] - r["join"])   # paired by seed: the means' difference
+        assert r["improve"] is not None and 0 <= r["above_improve"] <= r["n"]
+    # a study from before the improve baseline: its columns read "-"
+    def without_improve(policies):
+        return {k: dict(v, vs={b: c for b, c in v.get("vs", {}).items() if b != "improve"})
+                for k, v in policies.items() if k != "improve"}
+    old = dict(study, summary=[dict(s, policies=without_improve(s["policies"])) for s in study["summary"]])
+    rows_old = ab.held_out_rows(old, "greedy")
+    assert all(r["improve"] is None and r["above_improve"] is None for r in rows_old)
+    assert all(line.endswith("| - | - |") for line in ab.markdown(rows_old, [], "greedy").splitlines()
+               if line.startswith("| AMZN_2012-06-21_5_cut |"))
     targets = {r["variant"]: r for r in ab.target_rows(small_study, study)}
     assert targets["horizon"]["runs"] == 2 and 0.0 <= targets["horizon"]["lr_q_off"] <= 1.0
 
