@@ -6,6 +6,7 @@ file it trained on and the whole of each file it never trained on; ``--window A:
 unless ``--allow-overlap`` (then marked in-sample in the table and ``"in_sample": true``)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Annotated
@@ -110,8 +111,14 @@ def _synthetic(run, config, names, params, b, steps, seed, period, backend, fill
     results, fill_tables = E.evaluate(setup, names, params, period, backend)
     return {"run": None if run is None else str(run), "data": "synthetic", "window": None, "b": setup.b,
             "steps": setup.steps, "seed": setup.seed, "episode_steps": setup.sim_params.episode_steps,
-            "policies": results, "fills": None if fills is None else str(fills), "in_sample": False,
-            "files": [], "skipped": []}, fill_tables
+            "sim": _sim_json(setup.sim_params), "policies": results, "fills": None if fills is None else str(fills),
+            "in_sample": False, "files": [], "skipped": []}, fill_tables
+
+
+def _sim_json(params) -> dict:
+    """The simulator settings every policy was evaluated under (the run's [sim] as evaluation uses it:
+    no holding penalty; join and improve act through it too, pegged with peg_quotes)."""
+    return dataclasses.asdict(params)
 
 
 def _window_json(res: E.FileResult) -> dict:
@@ -122,7 +129,7 @@ def _window_json(res: E.FileResult) -> dict:
 
 def eval_json(run, data, results: list, overall: dict, skipped: list, b: int, seed: int, fills) -> dict:
     """The evaluation as ``--json`` prints it: the overall result in the one-file shape (run, data,
-    window, b, steps, seed, episode_steps, policies, fills), ``in_sample`` (any file's window shares
+    window, b, steps, seed, episode_steps, sim: the simulator settings, policies, fills), ``in_sample`` (any file's window shares
     rows with what the run trained on), ``files`` (per file: label, path, sha256, window, in_sample,
     trained_rows, steps, episode_steps, policies) and ``skipped`` (files with nothing held out)."""
     files = [{"label": r.file.label, "path": r.file.path, "sha256": r.file.sha256, "window": _window_json(r),
@@ -144,6 +151,8 @@ def eval_json(run, data, results: list, overall: dict, skipped: list, b: int, se
         "window": window,
         "b": b, "steps": sum(r.setup.steps for r in results), "seed": seed,
         "episode_steps": min(r.setup.sim_params.episode_steps for r in results),
+        "sim": _sim_json(dataclasses.replace(results[0].setup.sim_params,
+                                             episode_steps=min(r.setup.sim_params.episode_steps for r in results))),
         "policies": overall,
         "fills": None if fills is None else str(fills),
         "in_sample": any(f["in_sample"] for f in files),
@@ -172,6 +181,8 @@ def eval_table(out: dict, width: int | None = None):
             f" ({w['seconds']:.0f} s of market time)" if w["seconds"] else "")
     if out.get("label"):
         where = f"{out['label']} {where}"
+    if out.get("sim", {}).get("peg_quotes"):
+        where += ", pegged quotes"
     if out.get("in_sample"):
         where += ", IN-SAMPLE (overlaps the training rows)"
     rows = []
@@ -192,7 +203,8 @@ def _print_tables(out: dict) -> None:
     files = out.get("files", [])
     if len(files) > 1:
         for f in files:
-            console.print(eval_table({**f, "run": out["run"], "b": out["b"], "seed": out["seed"]}, console.width))
+            console.print(eval_table({**f, "run": out["run"], "b": out["b"], "seed": out["seed"], "sim": out["sim"]},
+                                     console.width))
     console.print(eval_table(out, console.width))
     for s in out.get("skipped", []):
         console.print(f"{s['label']} left out: {s['reason']} (nothing held out)")

@@ -43,6 +43,23 @@ def test_baselines_alone(tmp_path):
         assert s["steps"] == 12 and s["backtests"] == 2 and s["max_drawdown"] >= 0
 
 
+def test_the_simulator_settings_are_reported(tmp_path):
+    """eval's JSON names the simulator settings every policy ran under (evaluation's: no holding
+    penalty), and its table says when the quotes were pegged (join and improve are then pegged too)."""
+    d = json.loads(runner.invoke(app, ["eval", *SMALL]).output)
+    assert d["sim"]["peg_quotes"] is False and d["sim"]["fee_mode"] == SimParams().fee_mode
+    assert d["sim"]["episode_steps"] == d["episode_steps"]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text('seed = 3\ntrain_window = "0:0.8"\n[sim]\npeg_quotes = true\n'
+                                     'inventory_penalty = 0.4\n')
+    d = json.loads(runner.invoke(app, ["eval", str(run), *SMALL, "--policy", "join"]).output)
+    assert d["sim"]["peg_quotes"] is True and d["sim"]["inventory_penalty"] == 0.0
+    r = runner.invoke(app, ["eval", str(run), "--steps", "12", "--b", "2", "--policy", "join"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "pegged quotes" in r.output
+
+
 def test_trained_policy_beside_baselines_and_deterministic(tmp_path):
     run = trained_run(tmp_path / "run")
     r = runner.invoke(app, ["eval", str(run), *SMALL])
