@@ -48,7 +48,7 @@ def held_out_rows(study: dict, policy: str) -> list[dict]:
         improve, vs_improve = s["policies"].get("improve"), p["vs"].get("improve")
         rows.append({"dataset": s["dataset"], "variant": s["variant"], "n": p["n"], "policy": p["mean"],
                      "policy_ci": p["ci"], "join": join["mean"], "diff": vs_join["mean_diff"],
-                     "diff_ci": vs_join["diff_ci"], "above_join": vs_join["wins"],
+                     "diff_ci": vs_join["diff_ci"], "above_join": vs_join["wins"] + vs_join["ties"],
                      "below_hold": vs_hold["losses"], "improve": None if improve is None else improve["mean"],
                      "above_improve": None if vs_improve is None else vs_improve["wins"] + vs_improve["ties"]})
     return rows
