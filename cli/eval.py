@@ -129,14 +129,16 @@ def _window_json(res: E.FileResult) -> dict:
 
 def eval_json(run, data, results: list, overall: dict, skipped: list, b: int, seed: int, fills) -> dict:
     """The evaluation as ``--json`` prints it: the overall result in the one-file shape (run, data,
-    window, b, steps, seed, episode_steps, sim: the simulator settings, policies, fills), ``in_sample`` (any file's window shares
-    rows with what the run trained on), ``files`` (per file: label, path, sha256, window, in_sample,
-    trained_rows, steps, episode_steps, policies) and ``skipped`` (files with nothing held out)."""
+    window, b, steps, seed, episode_steps, sim: the simulator settings, policies, fills), ``in_sample``
+    (any file's window shares rows with what the run trained on), ``files`` (per file: label, path,
+    sha256, window, in_sample, trained_rows, steps, episode_steps, policies) and ``skipped`` (files with
+    nothing held out)."""
     files = [{"label": r.file.label, "path": r.file.path, "sha256": r.file.sha256, "window": _window_json(r),
               "in_sample": r.file.in_sample,
               "trained_rows": None if r.file.trained_rows is None else list(r.file.trained_rows),
               "steps": r.setup.steps, "episode_steps": r.setup.sim_params.episode_steps, "policies": r.policies}
              for r in results]
+    episode_steps = min(r.setup.sim_params.episode_steps for r in results)
     if len(results) == 1:
         window = files[0]["window"]
     else:
@@ -150,9 +152,8 @@ def eval_json(run, data, results: list, overall: dict, skipped: list, b: int, se
         "data": data if data is not None else "embedded sample",
         "window": window,
         "b": b, "steps": sum(r.setup.steps for r in results), "seed": seed,
-        "episode_steps": min(r.setup.sim_params.episode_steps for r in results),
-        "sim": _sim_json(dataclasses.replace(results[0].setup.sim_params,
-                                             episode_steps=min(r.setup.sim_params.episode_steps for r in results))),
+        "episode_steps": episode_steps,
+        "sim": _sim_json(dataclasses.replace(results[0].setup.sim_params, episode_steps=episode_steps)),
         "policies": overall,
         "fills": None if fills is None else str(fills),
         "in_sample": any(f["in_sample"] for f in files),

@@ -197,14 +197,13 @@ def quote_price(side, improve, ask1, bid1, has_ask, has_bid):
 
 
 @cuda.jit(device=True)
-def follow_peg(st, side, base, peg_row, post_row, ask1, bid1, book, at, vbook, vat, live_at, oid, pi):
+def follow_peg(st, side, base, peg_row, post_row, ask1, bid1, has_ask, has_bid, book, at, vbook, vat, live_at, oid,
+               pi):
     """SimParams.peg_quotes: the ``side`` order (constant rows ``base``, ``peg_row``, ``post_row``)
-    placed by a join / improve, off its reference price on the snapshot the agent sees, is sent
-    again there with its remaining size as order ``oid`` (nothing while the side is empty).
-    Returns the next order id."""
+    placed by a join / improve, off its reference price on the snapshot the agent sees (best ask /
+    bid ask1 / bid1, whether listed: has_ask / has_bid), is sent again there with its remaining size
+    as order ``oid`` (nothing while the side is empty). Returns the next order id."""
     peg = st[peg_row]
-    has_ask = ask1 != ASK_EMPTY
-    has_bid = bid1 != BID_EMPTY
     if peg == PEG_NONE or st[base + O_QTY] <= 0 or not (has_bid if side == SIDE_BUY else has_ask):
         return oid
     px = quote_price(side, peg == PEG_IMPROVE, ask1, bid1, has_ask, has_bid)
@@ -223,18 +222,18 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
     cancel/flatten drop them; every order goes live at row ``live_at``. Refusals (empty side,
     position limit, a pending flatten) are counted. With peg_quotes the pegged orders follow
     their reference prices first (follow_peg)."""
+    has_ask = ask1 != ASK_EMPTY
+    has_bid = bid1 != BID_EMPTY
     if PEG and pi[IP_PEG] != 0:   # pegged quotes move first, each a new order (buy, then sell)
-        oid = follow_peg(st, SIDE_BUY, S_BUY_PX, S_BUY_PEG, S_BUY_POST, ask1, bid1, book, at, vbook, vat, live_at,
-                         st[S_NEXT_OID], pi)
-        st[S_NEXT_OID] = follow_peg(st, SIDE_SELL, S_SELL_PX, S_SELL_PEG, S_SELL_POST, ask1, bid1, book, at, vbook,
-                                    vat, live_at, oid, pi)
+        oid = follow_peg(st, SIDE_BUY, S_BUY_PX, S_BUY_PEG, S_BUY_POST, ask1, bid1, has_ask, has_bid, book, at, vbook,
+                         vat, live_at, st[S_NEXT_OID], pi)
+        st[S_NEXT_OID] = follow_peg(st, SIDE_SELL, S_SELL_PX, S_SELL_PEG, S_SELL_POST, ask1, bid1, has_ask, has_bid,
+                                    book, at, vbook, vat, live_at, oid, pi)
     lot = pi[IP_LOT]
     maxp = pi[IP_MAX_POS]
     new_oid = st[S_NEXT_OID]
     inv = st[S_INVENTORY]
     mkt = st[S_MKT_QTY]
-    has_ask = ask1 != ASK_EMPTY
-    has_bid = bid1 != BID_EMPTY
     refused = False
     placed = False
     if act == A.MARKET_BUY or act == A.MARKET_SELL:
