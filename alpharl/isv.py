@@ -118,7 +118,7 @@ RL_OBS_LOSS_RATE = _slot(444, "obs_loss_rate", "obs", 0.0, "1", 0.0, 1.0, "this 
 RL_OBS_TRADES = _slot(445, "obs_trades", "obs", 0.0, "trades", 0.0, _INF, "this step's number of closed trades")
 RL_OBS_KL_FIRST = _slot(446, "obs_kl_first", "obs", 0.0, "nats", 0.0, _INF, "with --pace-policy: the mean KL(pi_old || pi) of the update's first K-loop iteration, before its own policy steps (the drift of the shared encoder since the rollout acted)")
 # ------------------------------------------------------ rollout (GAE, --rollout T)
-RL_OBS_PPO_SAMPLES = _slot(480, "obs_ppo_samples", "obs", 0.0, "samples", 0.0, _INF, "this step's samples of the PPO/V update (B; T*B on a rollout's update step, 0 on its collect steps): gates the PPO signals' EMAs")
+RL_OBS_PPO_SAMPLES = _slot(480, "obs_ppo_samples", "obs", 0.0, "samples", 0.0, _INF, "this step's samples of the PPO/V update (B; T*B on a rollout's update step, T*n_sub with rollout_rows, 0 on its collect steps): gates the PPO signals' EMAs")
 RL_OBS_PPO_INFORMED = _slot(481, "obs_ppo_informed", "obs", 0.0, "samples", 0.0, _INF, "this step's PPO samples whose ratio can leave 1: obs_ppo_samples, or 0 with --adaptive-anchors when K = 1 (the batch used once, ratio 1): gates the KL and ratio-tail EMAs and the clip and ratio-bound controllers")
 # ----------------------------------------------------------------- losses
 RL_LOSS_Q = _slot(450, "loss_q", "losses", 0.0, "nats", 0.0, _INF, "C51 cross-entropy of the Q head (ln 21 = 3.04 is uniform)")

@@ -90,7 +90,11 @@ class Backend(Protocol):
         phase is ENV_COLLECT; on the ENV_GAE step rl_gae writes it)."""
 
     def rollout_batch(self) -> EnvBatch:
-        """The rollout's T B transitions with obs_next = s_T (the learner's env rows on the ENV_GAE step)."""
+        """The rollout's T B transitions with obs_next = s_T (the learner's env rows on the ENV_GAE step); with
+        rollout_rows the T n_sub of its subset (``gather_rollout`` first)."""
+
+    def gather_rollout(self) -> None:
+        """rollout_rows: this update's subset of the rollout into its own buffer (rl_rollout_gather)."""
 
     def k_gate(self, k: int) -> None:
         """``gate`` = 1 if K-loop iteration k runs (k < K from the ISV)."""
@@ -185,6 +189,8 @@ class SharedOps:
         return None
 
     def rollout_batch(self) -> EnvBatch:
+        if self.rollout.sub is not None:  # rollout_rows: the update's backtests' trajectories, gathered first
+            self.gather_rollout()
         return self.rollout.env_batch(self.sim.obs)
 
     def _state_parts(self) -> tuple[str, ...]:

@@ -25,7 +25,8 @@ from alpharl.controllers import Controllers, reward_flags, reward_statistics
 from alpharl.cuda_kernels.controllers.reward_norm import REWARD_NORM_BLOCK, rl_reward_norm
 from alpharl.cuda_kernels.controllers.k_loop import rl_k_gate
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
-from alpharl.cuda_kernels.nets.rollout import ROLLOUT_BLOCK, rl_rollout_store, store_grid
+from alpharl.cuda_kernels.nets.rollout import (ROLLOUT_BLOCK, gather_grid, rl_rollout_gather, rl_rollout_store,
+                                               store_grid)
 from alpharl.cuda_kernels.reductions import REDUCE_BLOCK, pad_moments_inputs, rl_batch_moments_multi
 from alpharl.cuda_kernels.sampling.action import ACTION_BLOCK, action_grid, rl_pi_action_kernel
 from alpharl.cuda_kernels.step_ops import N_ACC, STEP_OPS_BLOCK, rl_accumulate_trades, rl_scale
@@ -66,11 +67,13 @@ class DeviceBackend(SharedOps):
         self.nets = Nets(self.obs_dim, seed=config.seed, hidden=hidden)
         T = self.t_len = config.rollout
         self.lam = config.gae_lambda
-        # The update step's env rows are the rollout's T B; the t+1 rows are always B.
+        self.rollout = Rollout(T, B, self.obs_dim, device=True, stream=st, rows=config.rollout_rows) if T > 1 else None
+        # The update step's env rows are the rollout's T B (T n_sub with rollout_rows); the t+1 rows at most B.
+        n_update = B if self.rollout is None else self.rollout.update_rows
         self.ranks = rank_sync(comm, self.nets.layout.n_params, device=True, stream=st)
-        self.learner = Learner(self.nets, T * B, m, stream=st, max_next=B, rel_update=config.adaptive_anchors,
-                               ranks=self.ranks, tensor_cores=config.tensor_cores, fused=config.fused_update)
-        self.rollout = Rollout(T, B, self.obs_dim, device=True, stream=st) if T > 1 else None
+        self.learner = Learner(self.nets, max(B, n_update), m, stream=st, max_next=B,
+                               rel_update=config.adaptive_anchors, ranks=self.ranks, tensor_cores=config.tensor_cores,
+                               fused=config.fused_update)
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, seed, stream=st)
         self.controllers = Controllers(st, anchors=config.adaptive_anchors, pace=config.pace_policy)
         self.isv = S.alloc_isv(st)
@@ -87,9 +90,9 @@ class DeviceBackend(SharedOps):
         self.ones = cuda.to_device(np.ones(max(T * B, m), f32), stream=st)
         # One table per phase, before any graph capture: the PPO/V rows over B, T B or no samples.
         self.moments_tables = {phase: cuda.to_device(signal_moments_table(B, m, n_ppo), stream=st)
-                               for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
+                               for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, n_update))}
         self.kl_first_tables = {phase: cuda.to_device(kl_first_table(n_ppo), stream=st)
-                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, T * B))}
+                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, n_update))}
         self.gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.open_gate = cuda.to_device(np.ones(1, np.int32), stream=st)
         self.step_count = cuda.to_device(np.zeros(1, np.int64), stream=st)
@@ -150,6 +153,11 @@ class DeviceBackend(SharedOps):
             self.step_count, np.int32(self.t_len), np.int32(self.B), np.int32(self.obs_dim),
             np.int32(phase == ENV_COLLECT), env.obs.reshape(env.obs.size), env.action, env.logp_old, env.reward,
             env.done, env.label_up, env.label_ret, self.learner.v_used, *self.rollout.flat())
+
+    def gather_rollout(self) -> None:
+        r = self.rollout
+        rl_rollout_gather[gather_grid(r.n_sub, r.t_len, r.obs_dim), ROLLOUT_BLOCK, self.stream](
+            self.step_count, *r.gather_args(self.sim.obs))
 
     def k_gate(self, k: int) -> None:
         rl_k_gate[1, 1, self.stream](self.isv, np.int32(k), self.gate)

@@ -23,7 +23,7 @@ from alpharl.reference.controllers import rl_k_gate, rl_reward_norm
 from alpharl.reference.lobsim.streams import make_reference_lobsim
 from alpharl.reference.reductions import rl_batch_moments_multi
 from alpharl.reference.replay import PrioritizedReplayReference
-from alpharl.reference.rollout import rl_rollout_store
+from alpharl.reference.rollout import rl_rollout_gather, rl_rollout_store
 from alpharl.reference.sampling import rl_pi_action_kernel
 from alpharl.reference.step_ops import rl_accumulate_trades, rl_scale
 from alpharl.rollout import Rollout
@@ -70,9 +70,10 @@ class NumpyBackend(SharedOps):
         self.replay = PrioritizedReplayReference(config.capacity, self.obs_dim, m, seed)
         T = self.t_len = config.rollout
         self.lam = config.gae_lambda
-        self.rollout = Rollout(T, B, self.obs_dim, device=False) if T > 1 else None
+        self.rollout = Rollout(T, B, self.obs_dim, device=False, rows=config.rollout_rows) if T > 1 else None
+        n_update = B if self.rollout is None else self.rollout.update_rows  # the update step's env rows
         # rl_gae's outputs, reused by the update step's later K-loop iterations (the device learner's buffers)
-        self.gae_buffers = {k: np.zeros(T * B, np.float32) for k in ("advantage", "ret", "ppo_adv")}
+        self.gae_buffers = {k: np.zeros(n_update, np.float32) for k in ("advantage", "ret", "ppo_adv")}
         self.v_used = np.zeros(B, np.float32)  # V_used(s_t) of the last update (what the rollout store reads)
         self.isv = S.bootstrap_vector()
         self.obs_t = np.zeros((B, self.obs_dim), np.float32)
@@ -88,9 +89,9 @@ class NumpyBackend(SharedOps):
         self.prng = seed_states(seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(T * B, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
-                               for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, T * B))}
+                               for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, n_update))}
         self.kl_first_tables = {phase: kl_first_table(n_ppo)
-                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, T * B))}
+                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_GAE, n_update))}
         self.gate = np.ones(1, np.int32)
         self.open_gate = np.ones(1, np.int32)
         self.step_count = np.zeros(1, np.int64)
@@ -138,6 +139,9 @@ class NumpyBackend(SharedOps):
         rl_rollout_store(self.step_count, self.t_len, self.B, self.obs_dim, phase == ENV_COLLECT, env.obs,
                          env.action, env.logp_old, env.reward, env.done, env.label_up, env.label_ret, self.v_used,
                          *self.rollout.flat())
+
+    def gather_rollout(self) -> None:
+        rl_rollout_gather(self.step_count, *self.rollout.gather_args(self.sim.obs))
 
     def k_gate(self, k: int) -> None:
         rl_k_gate(self.isv, k, self.gate)

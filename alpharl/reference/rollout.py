@@ -23,6 +23,18 @@ def rl_rollout_store(step_count, t_len, n_b, dim, with_v, obs, action, logp, rew
         dst[rows] = np.asarray(src)[:n_b]
 
 
+def rl_rollout_gather(step_count, t_len, n_b, stride, n_sub, dim, r_obs, r_action, r_logp, r_reward, r_done,
+                      r_label_up, r_label_ret, r_v_used, obs_next, s_obs, s_action, s_logp, s_reward, s_done,
+                      s_label_up, s_label_ret, s_v_used, s_obs_next):
+    """Columns (u + stride i) mod n_b, i < n_sub, u = step_count[0] // t_len, of the rollout into the s_* one."""
+    cols = (int(step_count[0]) // int(t_len) + int(stride) * np.arange(n_sub, dtype=np.int64)) % int(n_b)
+    np.asarray(s_obs).reshape(t_len, n_sub, dim)[...] = np.asarray(r_obs).reshape(t_len, n_b, dim)[:, cols]
+    for dst, src in ((s_action, r_action), (s_logp, r_logp), (s_reward, r_reward), (s_done, r_done),
+                     (s_label_up, r_label_up), (s_label_ret, r_label_ret), (s_v_used, r_v_used)):
+        np.asarray(dst).reshape(t_len, n_sub)[...] = np.asarray(src).reshape(t_len, n_b)[:, cols]
+    np.asarray(s_obs_next).reshape(n_sub, dim)[...] = np.asarray(obs_next).reshape(n_b, dim)[cols]
+
+
 def rl_gae(reward, done, v_used, v_s_last, v_dq_last, v_s_next, v_dq_next, t_len, n_b, lam, isv, advantage, ret,
            ppo_adv, dtype=np.float64):
     """GAE(lambda) over the rollout (see the kernel): v_used's last slice, advantage, ret, ppo_adv in place."""

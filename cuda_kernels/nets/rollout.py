@@ -23,6 +23,14 @@ Slot (t, b) is element t B + b of every [T B] array.
   normalised over the whole rollout: (A - mean) / (std + ADV_NORM_EPS), std the
   population standard deviation of the T B values; V regresses on the
   unnormalised return.
+- ``rl_rollout_gather`` (``rollout_rows`` caps the rows an update learns from): on
+  the update step, before the learning update, the whole trajectories of a subset
+  of the backtests into a smaller rollout of the same layout, [T n_sub] (and s_T
+  [n_sub, obs_dim]); GAE and PPO / V then run on it alone. The subset is the
+  columns (u + stride i) mod B, i < n_sub, with u = step_count // T the rollout's
+  index: spread over the whole batch (every file's backtests), disjoint from one
+  update to the next, each backtest taken once in ``stride`` updates. The index
+  comes from the device step counter, so one captured graph serves every update.
 """
 import math
 
@@ -41,9 +49,27 @@ GAE_BLOCK = 256
 ADV_NORM_EPS = 1.0e-8
 
 
+def gather_grid(n_sub: int, t_len: int, dim: int) -> int:
+    """Blocks of rl_rollout_gather for n_sub columns of t_len slices (and s_T) of dim observation columns."""
+    return max(1, -(-((t_len + 1) * n_sub * dim) // ROLLOUT_BLOCK))
+
+
 def store_grid(n_b: int, dim: int) -> int:
     """Blocks of rl_rollout_store for B = n_b rows of dim observation columns."""
     return max(1, -(-(n_b * dim) // ROLLOUT_BLOCK))
+
+
+@cuda.jit(device=True)
+def _copy_transition(i, action, logp, reward, done, label_up, label_ret, o, d_action, d_logp, d_reward, d_done,
+                     d_label_up, d_label_ret):
+    """Element o of the d_* per-row fields <- element i of theirs (a transition's action, log pi_old, reward,
+    done and labels)."""
+    d_action[o] = action[i]
+    d_logp[o] = logp[i]
+    d_reward[o] = reward[i]
+    d_done[o] = done[i]
+    d_label_up[o] = label_up[i]
+    d_label_ret[o] = label_ret[i]
 
 
 @kernel("void(int64[::1], int32, int32, int32, int32, float32[::1], int32[::1], float32[::1], float32[::1], "
@@ -63,12 +89,8 @@ def rl_rollout_store(step_count, t_len, n_b, dim, with_v, obs, action, logp, rew
         r_obs[t * n_b * dim + i] = obs[i]
     if i < n_b:
         o = t * n_b + i
-        r_action[o] = action[i]
-        r_logp[o] = logp[i]
-        r_reward[o] = reward[i]
-        r_done[o] = done[i]
-        r_label_up[o] = label_up[i]
-        r_label_ret[o] = label_ret[i]
+        _copy_transition(i, action, logp, reward, done, label_up, label_ret, o, r_action, r_logp, r_reward, r_done,
+                         r_label_up, r_label_ret)
         if with_v != 0:
             r_v_used[o] = v_used[i]
 
@@ -129,3 +151,34 @@ def rl_gae(gate, reward, done, v_used, v_s_last, v_dq_last, v_s_next, v_dq_next,
         for tt in range(t_len):
             o = tt * n_b + b
             ppo_adv[o] = (advantage[o] - mean) * inv
+
+
+@kernel("void(int64[::1], int32, int32, int32, int32, int32, float32[::1], int32[::1], float32[::1], float32[::1], "
+        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32[::1], "
+        "float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1], float32[::1])")
+def rl_rollout_gather(step_count, t_len, n_b, stride, n_sub, dim, r_obs, r_action, r_logp, r_reward, r_done,
+                      r_label_up, r_label_ret, r_v_used, obs_next, s_obs, s_action, s_logp, s_reward, s_done,
+                      s_label_up, s_label_ret, s_v_used, s_obs_next):
+    """The trajectories of n_sub of the rollout's n_b columns into the s_* rollout [t_len n_sub] (see the module
+    docstring): column i of s_* is column c = (u + stride i) mod n_b of r_*, u = step_count[0] // t_len;
+    s_obs_next [n_sub dim] <- row c of obs_next [n_b dim] (s_T). stride n_sub <= n_b keeps the columns distinct.
+    Launch [gather_grid(n_sub, t_len, dim), ROLLOUT_BLOCK]: one thread per observation element (slice t or s_T,
+    column i, element j); element j = 0 also copies the slice's per-row fields.
+    """
+    k = cuda.grid(1)
+    if k >= (t_len + 1) * n_sub * dim:
+        return
+    j = k % dim
+    i = (k // dim) % n_sub
+    t = k // (dim * n_sub)
+    c = (step_count[0] // t_len + stride * i) % n_b   # int64: the step counter passes 2^31 in long runs
+    if t == t_len:
+        s_obs_next[i * dim + j] = obs_next[c * dim + j]
+        return
+    src = t * n_b + c
+    dst = t * n_sub + i
+    s_obs[dst * dim + j] = r_obs[src * dim + j]
+    if j == 0:
+        _copy_transition(src, r_action, r_logp, r_reward, r_done, r_label_up, r_label_ret, dst, s_action, s_logp,
+                         s_reward, s_done, s_label_up, s_label_ret)
+        s_v_used[dst] = r_v_used[src]

@@ -53,17 +53,20 @@ def test_reward_scale_finite_and_in_range(fake_trainer, value):
 
 @pytest.mark.parametrize("args, name", [(("--rollout", 0), "--rollout"), (("--rollout", 100000), "--rollout"),
                                         (("--rollout", "x"), "--rollout"), (("--gae-lambda", 1.5), "--gae-lambda"),
-                                        (("--gae-lambda", "nan"), "--gae-lambda"), (("--gae-lambda", -1), "--gae-lambda")])
+                                        (("--gae-lambda", "nan"), "--gae-lambda"), (("--gae-lambda", -1), "--gae-lambda"),
+                                        (("--rollout-rows", -1), "--rollout-rows"),
+                                        (("--rollout", 16, "--rollout-rows", 8), "--rollout-rows")])
 def test_rollout_and_gae_lambda_checked(fake_trainer, args, name):
     assert_one_line_error(train(*args), name)
     assert not fake_trainer.calls
 
 
 def test_rollout_and_gae_lambda_reach_the_config(fake_trainer, tmp_path):
-    r = train("--rollout", 16, "--gae-lambda", 0.9, "--steps", 10, "--run-dir", tmp_path / "r", "--quiet")
+    r = train("--rollout", 16, "--gae-lambda", 0.9, "--rollout-rows", 4096, "--steps", 10, "--run-dir",
+              tmp_path / "r", "--quiet")
     assert r.exit_code == 0, r.output
     config, _ = fake_trainer.calls[-1]
-    assert (config.rollout, config.gae_lambda) == (16, 0.9)
+    assert (config.rollout, config.gae_lambda, config.rollout_rows) == (16, 0.9, 4096)
 
 
 @pytest.mark.parametrize("line", ["reward_scale = inf", "[sim]\ntaker_fee = nan", "[sim]\nmaker_fee = inf",

@@ -1,16 +1,16 @@
 """The rollout kernels (cuda_kernels/nets/rollout.py): rl_gae vs its float64 reference and an independent
 sum-over-time GAE on random trajectories with dones and random T, B (every output written, gate = 0 writes
-nothing); rl_rollout_store writes exactly its slice."""
+nothing); rl_rollout_store writes exactly its slice; rl_rollout_gather takes whole columns of a rotating subset."""
 import numpy as np
 import pytest
 from numba import cuda
 from support import assert_all_written, nonzero_uniform, poisoned
 
 from alpharl import isv as S
-from alpharl.cuda_kernels.nets.rollout import (ADV_NORM_EPS, GAE_BLOCK, ROLLOUT_BLOCK, rl_gae, rl_rollout_store,
-                                               store_grid)
+from alpharl.cuda_kernels.nets.rollout import (ADV_NORM_EPS, GAE_BLOCK, ROLLOUT_BLOCK, gather_grid, rl_gae,
+                                               rl_rollout_gather, rl_rollout_store, store_grid)
 from alpharl.reference import rollout as RO
-from alpharl.rollout import FIELDS
+from alpharl.rollout import FIELDS, subset
 from alpharl.sizes import N_ACTIONS
 
 
@@ -140,3 +140,52 @@ def test_rollout_store_writes_its_slice_only(rng, with_v, step):
         np.testing.assert_array_equal(assert_all_written(got[mine]), batch[name].ravel(), err_msg=name)
         rest = np.delete(got, np.arange(mine.start, mine.stop))
         assert (np.isnan(rest) if got.dtype == np.float32 else rest == -123456789).all(), name
+
+
+def test_subset_sizes():
+    assert subset(16, 4096, 0) == (1, 4096) and subset(16, 16, 4096) == (1, 16) and subset(4, 8, 32) == (1, 8)
+    assert subset(16, 4096, 8192) == (8, 512) and subset(4, 8, 16) == (2, 4) and subset(3, 10, 9) == (4, 2)
+    for t_len, n_b, rows in ((16, 4096, 1000), (5, 7, 5), (3, 100, 250), (2, 65536, 4096)):
+        stride, n_sub = subset(t_len, n_b, rows)
+        assert t_len * n_sub <= rows and stride * n_sub <= n_b and n_sub >= 1
+        assert t_len * (n_sub + 1) > rows or stride * (n_sub + 1) > n_b  # no room for one more column
+
+
+@pytest.mark.parametrize("t_len, n_b, rows, step", [(4, 8, 16, 3), (3, 10, 9, 2**33 + 5), (5, 7, 12, 44),
+                                                    (2, 300, 64, 1001)])
+def test_rollout_gather_matches_reference_and_takes_whole_columns(rng, t_len, n_b, rows, step):
+    """Every element of the subset's buffer written, equal to the reference and to the rollout's column
+    (u + stride i) mod B; the subsets of stride consecutive updates are disjoint."""
+    dim = 3
+    stride, n_sub = subset(t_len, n_b, rows)
+    assert stride > 1
+    n = t_len * n_b
+    src = dict(obs=nonzero_uniform(rng, n * dim), action=rng.integers(0, N_ACTIONS, n).astype(np.int32),
+               logp=nonzero_uniform(rng, n, -3, -0.1), reward=nonzero_uniform(rng, n),
+               done=(rng.uniform(size=n) < 0.5).astype(np.float32) + 2.0,
+               label_up=nonzero_uniform(rng, n), label_ret=nonzero_uniform(rng, n), v_used=nonzero_uniform(rng, n))
+    obs_next = nonzero_uniform(rng, n_b * dim)
+    sizes = [np.int32(x) for x in (t_len, n_b, stride, n_sub, dim)]
+    seen = set()
+    for u_step in range(step, step + stride * t_len, t_len):  # stride consecutive updates
+        out = {name: poisoned(t_len * n_sub * (dim if name == "obs" else 1), dtype) for name, dtype in FIELDS}
+        out_next = poisoned(n_sub * dim)
+        rl_rollout_gather[gather_grid(n_sub, t_len, dim), ROLLOUT_BLOCK](
+            cuda.to_device(np.array([u_step], np.int64)), *sizes, *[cuda.to_device(src[k]) for k, _ in FIELDS],
+            cuda.to_device(obs_next), *out.values(), out_next)
+        ref = {name: np.zeros(t_len * n_sub * (dim if name == "obs" else 1), dtype) for name, dtype in FIELDS}
+        ref_next = np.zeros(n_sub * dim, np.float32)
+        RO.rl_rollout_gather(np.array([u_step]), *sizes, *src.values(), obs_next, *ref.values(), ref_next)
+        cols = (u_step // t_len + stride * np.arange(n_sub)) % n_b
+        assert len(set(cols)) == n_sub and not seen & set(cols)
+        seen |= set(cols)
+        for name, buf in out.items():
+            got = assert_all_written(buf.copy_to_host())
+            np.testing.assert_array_equal(got, ref[name], err_msg=name)
+            per = dim if name == "obs" else 1
+            want = src[name].reshape(t_len, n_b, per)[:, cols].ravel()
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        got = assert_all_written(out_next.copy_to_host())
+        np.testing.assert_array_equal(got, ref_next)
+        np.testing.assert_array_equal(got, obs_next.reshape(n_b, dim)[cols].ravel())
+    assert len(seen) == stride * n_sub

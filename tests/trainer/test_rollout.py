@@ -34,10 +34,32 @@ def test_phase_schedule_and_config_checks():
     assert [phase_of(s, 1) for s in range(4)] == [ENV_ONE_STEP] * 4
     assert [phase_of(s, 3) for s in range(7)] == [ENV_COLLECT, ENV_COLLECT, ENV_GAE] * 2 + [ENV_COLLECT]
     for bad in (dict(rollout=0), dict(rollout=1025), dict(rollout=64, b=65536), dict(gae_lambda=1.5),
-                dict(gae_lambda=-0.1), dict(gae_lambda=float("nan"))):
+                dict(gae_lambda=-0.1), dict(gae_lambda=float("nan")), dict(rollout_rows=-1), dict(rollout_rows=T - 1)):
         with pytest.raises(ConfigError):
             _cfg(**bad).validate()
     assert 'rollout = 3' in _cfg().to_toml() and 'gae_lambda = 0.9' in _cfg().to_toml()
+    assert 'rollout_rows = 12' in _cfg(rollout_rows=12).to_toml()
+
+
+def test_rollout_rows_learns_from_a_subset_and_changes_nothing_when_all_fit():
+    """B = 8, T = 3, R = 12: each update learns from the whole trajectories of 4 backtests (stride 2), so the
+    PPO/V samples are 12; R = T B or the default (8192) learns from all of them, bit-identical to R = 0."""
+    kw = dict(b=8)
+    full, fits, default, part = (IntegratedTrainer(_cfg(**kw, **rows), MARKET) for rows in (
+        dict(rollout_rows=0), dict(rollout_rows=T * 8), {}, dict(rollout_rows=12)))
+    for tr in (full, fits, default, part):
+        tr.run(2 * T)
+    _state_equal(full.state_dict(), fits.state_dict())
+    _state_equal(full.state_dict(), default.state_dict())
+    assert part.ops.rollout.stride == 2 and part.ops.rollout.n_sub == 4
+    assert full.read_isv()[S.RL_OBS_PPO_SAMPLES] == T * 8 and part.read_isv()[S.RL_OBS_PPO_SAMPLES] == T * 4
+    a, b = full.state_dict(), part.state_dict()
+    assert a.keys() == b.keys()  # the subset's buffer is scratch, not checkpointed
+    for k in ("rollout.action", "rollout.reward", "prng"):  # the same market and actions until the update
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    lay = part.ops.layout
+    for m in ("pi", "v"):
+        assert not np.array_equal(a["nets.params"][lay.module_slice[m]], b["nets.params"][lay.module_slice[m]])
 
 
 def test_collect_steps_leave_pi_and_v_alone_and_the_update_step_moves_them():
@@ -114,10 +136,12 @@ def test_a_checkpoint_without_the_rollout_is_refused():
 
 @pytest.mark.slow
 @pytest.mark.skipif(target.on_simulator() is False, reason="the sim backend needs the CUDA simulator")
-def test_collect_and_update_steps_numpy_and_kernels_agree():
+@pytest.mark.parametrize("rows", [0, 2])
+def test_collect_and_update_steps_numpy_and_kernels_agree(rows):
     """T = 2 from the same seed: a collect step and an update step, the kernels (sim backend) vs the NumPy
-    references: the same actions, the rollout buffer and the ISV to float32 tolerance."""
-    kw = dict(b=2, minibatch=2, replay_capacity=8, rollout=2)
+    references: the same actions, the rollout buffer and the ISV to float32 tolerance; rows = 2: the update
+    learns from one of the two backtests (rl_rollout_gather)."""
+    kw = dict(b=2, minibatch=2, replay_capacity=8, rollout=2, rollout_rows=rows)
     ref = IntegratedTrainer(_cfg(**kw), MARKET, hidden=16)
     dev = IntegratedTrainer(_cfg(backend="sim", **kw), MARKET, hidden=16)
     for _ in range(2):
@@ -135,5 +159,5 @@ def test_collect_and_update_steps_numpy_and_kernels_agree():
     close = np.isclose(p_d, p_r, rtol=2e-3, atol=1e-5)
     assert close.mean() > 0.98, f"{(~close).sum()} parameters differ"
     assert np.abs(p_d - p_r)[~close].max(initial=0) <= 4 * max(float(isv_r[s]) for s in S.LR_SLOTS) * 1.01
-    assert isv_d[S.RL_OBS_PPO_SAMPLES] == isv_r[S.RL_OBS_PPO_SAMPLES] == 4
+    assert isv_d[S.RL_OBS_PPO_SAMPLES] == isv_r[S.RL_OBS_PPO_SAMPLES] == (2 if rows else 4)
     np.testing.assert_allclose(isv_d, isv_r, rtol=2e-3, atol=1e-5)
