@@ -173,11 +173,15 @@ LEGACY_TRAIN_WINDOW = "0:1"
 
 def read_run_config(run_dir: Path) -> TrainConfig:
     """A run directory's config.toml; a run recorded before train windows trained on the whole stream
-    of its data, and says so (``train_window = LEGACY_TRAIN_WINDOW``) rather than taking the default."""
+    of its data, and says so (``train_window = LEGACY_TRAIN_WINDOW``) rather than taking the default;
+    one recorded before ``rollout_rows`` learnt from all of a rollout's rows (0), and resumes so."""
     path = Path(run_dir) / CONFIG_FILE
     cfg = TrainConfig.from_toml(path)
-    if "train_window" not in read_toml(path):
+    keys = read_toml(path)
+    if "train_window" not in keys:
         cfg = cfg.with_overrides(train_window=LEGACY_TRAIN_WINDOW)
+    if "rollout_rows" not in keys:
+        cfg = cfg.with_overrides(rollout_rows=0)
     return cfg
 
 

@@ -125,6 +125,19 @@ def test_resume_mid_rollout_in_a_new_process_is_bit_identical(tmp_path):
     assert any(k.startswith("rollout.") for k in a)
 
 
+def test_a_run_recorded_before_rollout_rows_resumes_with_all_rows(tmp_path):
+    from alpharl.rundir import read_run_config
+    from alpharl.run import train
+
+    run = tmp_path / "run"
+    train(_cfg(steps=T, run_dir=str(run)))
+    assert read_run_config(run).rollout_rows == TrainConfig().rollout_rows == 8192
+    path = run / "config.toml"
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                            if not line.startswith("rollout_rows")))
+    assert read_run_config(run).rollout_rows == 0
+
+
 def test_a_checkpoint_without_the_rollout_is_refused():
     tr = IntegratedTrainer(_cfg(rollout=1), MARKET)
     tr.step()
