@@ -16,6 +16,10 @@ own r + gamma E_pi Q(s'), and their difference gamma E[max_a' Q - E_pi Q] (s'): 
 per step, which a value learnt with a greedy (Double-DQN) target accumulates over about 1 / (1 - gamma)
 steps and a policy's realised return does not.
 
+Where the replay holds too few steps of each backtest for the return (at B = 4096 the default ring
+keeps 16), the realised-return columns are left out (None) and the heads are compared with each
+other and with the one-step targets over every held state.
+
     python benchmarks/value_heads.py RUN_DIR [RUN_DIR ...] [--json FILE]
 """
 from __future__ import annotations
@@ -65,8 +69,9 @@ def diagnose(run_dir, tail: int = TAIL) -> dict:
     b, isv = int(meta["b"]), a["isv"]
     cap, size, cursor = int(a["replay.capacity"]), int(a["replay.meta"][META_SIZE]), int(a["replay.meta"][META_CURSOR])
     n_steps = size // b
-    if n_steps <= tail + 1:
-        raise SystemExit(f"{run_dir}: the replay holds {n_steps} steps of each backtest; needs more than {tail + 1}")
+    if n_steps < 2:
+        raise SystemExit(f"{run_dir}: the replay holds {n_steps} step of each backtest; needs at least 2")
+    short = n_steps <= tail + 1  # no realised return: too few steps held
     first = (cursor - n_steps * b) % cap  # the oldest whole step still held
     rows = ((first + np.arange(n_steps * b)) % cap).reshape(n_steps, b)
     lay = _layout(int(a["replay.obs_dim"]), a["nets.params"].size)
@@ -82,8 +87,8 @@ def diagnose(run_dir, tail: int = TAIL) -> dict:
     for t in range(n_steps - 1, -1, -1):
         g = r[t] + gamma * (1.0 - done[t]) * g
         ret[t] = g
-    keep = np.arange(n_steps * b) < (n_steps - tail) * b
-    G = ret.ravel()[keep]
+    keep = np.arange(n_steps * b) < (n_steps * b if short else (n_steps - tail) * b)
+    G = None if short else ret.ravel()[keep]
     v_s, v_dq, q, pi = _heads(p, lay, obs, support)
     act = a["replay.action"][rows.ravel()]
     estimates = {"V_scalar": v_s, "V_dq": v_dq, "E_pi Q": (pi * q).sum(1), "max_a Q": q.max(1),
@@ -91,13 +96,14 @@ def diagnose(run_dir, tail: int = TAIL) -> dict:
     out = {"run": str(run_dir), "steps_per_backtest": n_steps, "states": int(keep.sum()), "gamma": gamma,
            "reward_gain": gain, "support": [float(support[0]), float(support[1])],
            "alpha": float(isv[S.RL_V_BLEND_ALPHA]), "chained": float(chained[done[:-1] == 0].mean()),
-           "return_mean": float(G.mean()), "return_std": float(G.std()),
+           "return_mean": None if short else float(G.mean()), "return_std": None if short else float(G.std()),
            "policy_max_prob": float(pi.max(1).mean()),
            "policy_entropy": float(-(pi * np.log(np.maximum(pi, 1e-30))).sum(1).mean()), "heads": {}}
     for name, v in estimates.items():
         x = v[keep]
-        out["heads"][name] = {"mean": float(x.mean()), "std": float(x.std()), "corr_return": float(np.corrcoef(x, G)[0, 1]),
-                              "explained_variance": float(1.0 - np.var(G - x) / np.var(G)),
+        out["heads"][name] = {"mean": float(x.mean()), "std": float(x.std()),
+                              "corr_return": None if short else float(np.corrcoef(x, G)[0, 1]),
+                              "explained_variance": None if short else float(1.0 - np.var(G - x) / np.var(G)),
                               "off_v_scalar": float(np.abs(x - v_s[keep]).mean() / np.abs(v_s[keep]).mean())}
     _, _, q2, pi2 = _heads(p, lay, obs2, support)
     nd, q_sa = 1.0 - done.ravel(), estimates["Q(s, a taken)"]
@@ -111,12 +117,14 @@ def report(d: dict) -> str:
     lines = [f"{d['run']}: {d['states']:,} states ({d['steps_per_backtest']} steps a backtest), gamma {d['gamma']:.3f}, "
              f"gain {d['reward_gain']:.3f}, support [{d['support'][0]:.2f}, {d['support'][1]:.2f}], alpha {d['alpha']:.2f}, "
              f"chained {d['chained']:.3f}",
-             f"  realised return G: mean {d['return_mean']:+.3f}, std {d['return_std']:.3f}; policy: max prob "
+             (f"  realised return G: mean {d['return_mean']:+.3f}, std {d['return_std']:.3f}" if d["return_mean"] is not None
+              else "  realised return G: not measured (too few steps held)") + f"; policy: max prob "
              f"{d['policy_max_prob']:.2f}, entropy {d['policy_entropy']:.2f} nats",
              f"  {'estimate':14s} {'mean':>7s} {'std':>6s} {'corr(G)':>8s} {'expl.var':>9s} {'|x-V_s|/|V_s|':>14s}"]
     for name, h in d["heads"].items():
-        lines.append(f"  {name:14s} {h['mean']:+7.3f} {h['std']:6.3f} {h['corr_return']:+8.3f} "
-                     f"{h['explained_variance']:+9.3f} {h['off_v_scalar']:14.2f}")
+        corr, ev = (("-", "-") if h["corr_return"] is None
+                    else (f"{h['corr_return']:+.3f}", f"{h['explained_variance']:+.3f}"))
+        lines.append(f"  {name:14s} {h['mean']:+7.3f} {h['std']:6.3f} {corr:>8s} {ev:>9s} {h['off_v_scalar']:14.2f}")
     lines.append(f"  Q's one-step residual: greedy target {d['residual_greedy']:+.4f}, the policy's own "
                  f"{d['residual_policy']:+.4f}; gamma E[max Q - E_pi Q](s') = {d['greedy_gain_per_step']:+.4f} a step")
     return "\n".join(lines)

@@ -204,7 +204,7 @@ def rl_k_loop_controller(isv):
     if mult == 0:
         mult = f32(S.K_FIXED_POINT)
     elif _observed(a) and _observed(r) and a > 0 and r > 0 and _ppo_updated(isv):
-        ratio = f32(a / r)
+        ratio = min(f32(a / r), f32(1))
         if ratio > hi:
             mult = f32(mult + f32(KL.K_STEP))
         elif ratio < lo:

@@ -34,7 +34,8 @@ The controllers' laws stay as they are: only the value each aims at changes.
   the ratio that forgets at K_FLOOR_LEAK per PPO/V update (f <- min(ratio, f + leak (ratio - f))), into
   RL_K_RATIO_FLOOR; the K controller's thresholds become f + 0.5 (1 - f) and f + 0.1 (1 - f): more
   updates when the baseline has fallen behind the fit it reached (more than half-way from f to 1),
-  fewer when it is within a tenth of it.
+  fewer when it is within a tenth of it. Both sides are ratios capped at 1, so where the baseline has
+  explained nothing lately (f = 1) the band closes at 1 and K holds.
 - The policy head's step and the clip (--pace-policy, FLAG_PACE, with the anchors). With the shared
   rho* = 1e-3 a PPO update moved the policy a fifth of the KL the clip's anchor KL* asks for, and the clip
   controller, whose KL did not answer epsilon, walked it to its upper bound (LEARNING.md). Paced, the KL is

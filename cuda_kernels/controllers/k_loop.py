@@ -17,15 +17,18 @@ K_STEP = 0.05 * K_FIXED_POINT
 def rl_k_loop_controller(isv):
     """K-loop multiplier isv[404] (K x 2048 fixed point) from the advantage variance ratio.
 
-    ratio = EMA var(A) / EMA var(return): the share of the return's variance the
-    baseline leaves unexplained (1 - explained variance). A poorly fitted
+    ratio = min(EMA var(A) / EMA var(return), 1): the share of the return's variance the
+    baseline leaves unexplained (1 - explained variance), at most all of it (a baseline that
+    adds variance explains none, as one that is constant does). A poorly fitted
     baseline (ratio > 0.5) earns more learning iterations per env step
     (+0.05 K); a good one (ratio < 0.1) fewer (-0.05 K); else hold. Clamp
     [1, K_MAX] x 2048. Bootstrap 2048 (K = 1). Holds on a step without a PPO/V update (its
     variances are that update's). Launch [1, 1].
     Anchored (isv[RL_K_RATIO_FLOOR] = f > 0, --adaptive-anchors): the thresholds become
     f + 0.5 (1 - f) and f + 0.1 (1 - f), f the best ratio the baseline has reached lately
-    (controllers/anchors.py).
+    (controllers/anchors.py). The floor is a ratio capped at 1 as well, so where the baseline has
+    explained nothing lately (f = 1) the band closes at 1 and K holds: more iterations do not
+    lower a ratio that no value of the state predicts.
     """
     mult = isv[RL_K_LOOP_MULT]
     a = isv[RL_ADV_VAR_EMA]
@@ -39,7 +42,7 @@ def rl_k_loop_controller(isv):
     if mult == 0.0:
         mult = float32(K_FIXED_POINT)
     elif observed(a) and observed(r) and a > 0.0 and r > 0.0 and ppo_updated(isv):
-        ratio = a / r
+        ratio = min(a / r, float32(1.0))
         if ratio > hi:
             mult = mult + float32(K_STEP)
         elif ratio < lo:

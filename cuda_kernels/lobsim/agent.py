@@ -177,10 +177,14 @@ def replace_limit(st, base, px, qty, live_at, oid, seen, keep, post_row, post):
 
 
 @cuda.jit(device=True)
-def sent_size(book, at, vbook, vat, side, px, nl):
-    """The last size price px showed when an order there is sent (entry_queue "last_seen"): its
-    size on the cursor's snapshot at ``at`` if listed there; out of view there, its size on the
-    snapshot the agent sees (``vat``, older with a feed latency); else 0."""
+def queue_when_sent(book, at, vbook, vat, side, px, pi):
+    """The queue ahead a new order at px starts with. entry_queue "visible": 0 (set when it goes
+    live). "last_seen": the last size px showed as the order is sent: its size on the cursor's
+    snapshot at ``at`` if listed there; out of view there, its size on the snapshot the agent sees
+    (``vat``, older with a feed latency); else 0."""
+    if not (LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0):
+        return 0
+    nl = pi[IP_LEVELS]
     found, size = find_level(book, at, side, px, nl)
     if not found and beyond_view(book, at, side, px, nl):
         size = level_size(vbook, vat, side, px, nl)
@@ -209,7 +213,7 @@ def follow_peg(st, side, base, peg_row, post_row, ask1, bid1, has_ask, has_bid, 
     px = quote_price(side, peg == PEG_IMPROVE, ask1, bid1, has_ask, has_bid)
     if px == st[base + O_PX]:
         return oid
-    seen = sent_size(book, at, vbook, vat, side, px, pi[IP_LEVELS]) if LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0 else 0
+    seen = queue_when_sent(book, at, vbook, vat, side, px, pi)
     replace_limit(st, base, px, st[base + O_QTY], live_at, oid, seen, False, post_row, st[post_row])
     return oid + 1
 
@@ -253,21 +257,20 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
             refused = True
     elif act == A.JOIN_BID or act == A.IMPROVE_BID or act == A.JOIN_ASK or act == A.IMPROVE_ASK:
         improve = act == A.IMPROVE_BID or act == A.IMPROVE_ASK
-        last_seen = LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0
         keep = pi[IP_REQUOTE] == REQUOTE_KEEP
         peg = PEG_IMPROVE if improve else PEG_JOIN
         if act == A.JOIN_BID or act == A.IMPROVE_BID:
             px = quote_price(SIDE_BUY, improve, ask1, bid1, has_ask, has_bid)
             ok = has_bid and inv + max(mkt, 0) + lot <= maxp
             if ok:
-                seen = sent_size(book, at, vbook, vat, SIDE_BUY, px, pi[IP_LEVELS]) if last_seen else 0
+                seen = queue_when_sent(book, at, vbook, vat, SIDE_BUY, px, pi)
                 placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen, keep, S_BUY_POST, 0)
                 st[S_BUY_PEG] = peg
         else:
             px = quote_price(SIDE_SELL, improve, ask1, bid1, has_ask, has_bid)
             ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
             if ok:
-                seen = sent_size(book, at, vbook, vat, SIDE_SELL, px, pi[IP_LEVELS]) if last_seen else 0
+                seen = queue_when_sent(book, at, vbook, vat, SIDE_SELL, px, pi)
                 placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen, keep, S_SELL_POST, 0)
                 st[S_SELL_PEG] = peg
         refused = not ok
@@ -308,7 +311,7 @@ def instruct_side(st, orders, b, side, base, post_row, peg_row, ob, book, at, vb
             ok = inv + min(mkt, 0) - qty >= -pi[IP_MAX_POS]
         if not (ok and qty > 0):
             return new_oid, 1
-        seen = sent_size(book, at, vbook, vat, side, px, pi[IP_LEVELS]) if LAST_SEEN and pi[IP_ENTRY_QUEUE] != 0 else 0
+        seen = queue_when_sent(book, at, vbook, vat, side, px, pi)
         replace_limit(st, base, px, qty, live_at, new_oid, seen, False, post_row, orders[ob + OI_POST, b])
         st[peg_row] = PEG_NONE
         return new_oid + 1, 0

@@ -41,3 +41,11 @@ def test_value_heads_on_a_wrapped_replay(tmp_path):
     np.testing.assert_allclose(d["residual_greedy"] - d["residual_policy"], d["greedy_gain_per_step"], atol=1e-12)
     assert 0 < d["policy_max_prob"] <= 1 and d["policy_entropy"] > 0
     assert "realised return" in vh.report(d)
+    # a replay too short for the return: the heads and the residuals over every held state, no return
+    short = vh.diagnose(run, tail=cap // b)
+    assert short["return_mean"] is None and short["states"] == cap
+    assert all(h["corr_return"] is None and h["explained_variance"] is None for h in short["heads"].values())
+    for key in ("residual_greedy", "residual_policy", "greedy_gain_per_step"):
+        assert short[key] == d[key]
+    assert short["heads"]["V_scalar"]["mean"] != d["heads"]["V_scalar"]["mean"]  # over all 16 steps, not 12
+    assert "not measured" in vh.report(short)

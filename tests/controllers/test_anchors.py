@@ -204,8 +204,12 @@ def test_entropy_coef_reads_the_entropy_target(t):
 @pytest.mark.parametrize("f,ratio,step", [(0.0, KL.K_RATIO_HI * 1.01, 1), (0.0, KL.K_RATIO_LO * 0.99, -1),
                                           (0.6, 0.6 + 0.5 * 0.4 * 1.01, 1), (0.6, 0.6 + 0.5 * 0.4 * 0.99, 0),
                                           (0.6, 0.6 + 0.1 * 0.4 * 0.99, -1), (0.6, 0.6 + 0.1 * 0.4 * 1.01, 0),
-                                          (0.6, 0.55, -1)])
+                                          (0.6, 0.55, -1), (0.0, 1.5, 1), (0.6, 1.2, 1),
+                                          (1.0, 1.04, 0), (1.0, 0.99, -1), (0.998, 1.03, 1)])
 def test_k_thresholds_sit_above_the_floor(f, ratio, step):
+    """The ratio, capped at 1 as the floor is, against f + 0.5 (1 - f) and f + 0.1 (1 - f): above 1 it
+    asks for more iterations while the floor is below 1, and holds where the floor is 1 (the band
+    closed: the baseline has explained nothing lately)."""
     out = run_scalar(KL.rl_k_loop_controller, {S.RL_K_LOOP_MULT: 2 * K, S.RL_ADV_VAR_EMA: ratio,
                                                 S.RL_RETURN_VAR_EMA: 1.0, S.RL_K_RATIO_FLOOR: f})
     assert out[S.RL_K_LOOP_MULT] == pytest.approx(2 * K + step * KL.K_STEP, rel=1e-6)
