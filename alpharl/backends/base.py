@@ -51,7 +51,7 @@ class Backend(Protocol):
     acc_streams: Any  #: float64 [S, N_ACC]: the same per file of several (None: one file)
     ret_run: Any  #: float32 [B]: each backtest's discounted return so far (the reward statistics', rl_reward_norm)
     reward_stored: Any  #: float32 [B]: the rewards the replay stores (``reward`` itself unless --reward-norm)
-    ones: Any  #: float32 [max(B, M)]: the unit weights of step 14
+    ones: Any  #: float32 [max(B, the update step's PPO / V rows, M)]: the unit weights of step 14
     gate: Any  #: int32 [1]: this K-loop iteration's gate (written by ``k_gate``)
     open_gate: Any  #: int32 [1] = 1: the first iteration's gate (K >= 1)
 

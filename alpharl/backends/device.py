@@ -87,7 +87,7 @@ class DeviceBackend(SharedOps):
         self.reward_stored = cuda.device_array(B, f32, stream=st) if config.reward_norm else self.reward
         self.ret_run = cuda.to_device(np.zeros(B, f32), stream=st)
         self.prng = cuda.to_device(seed_states(seed, B, STREAM_ACTIONS), stream=st)
-        self.ones = cuda.to_device(np.ones(max(T * B, m), f32), stream=st)
+        self.ones = cuda.to_device(np.ones(max(B, n_update, m), f32), stream=st)
         # One table per phase, before any graph capture: the PPO/V rows over B, T B or no samples.
         self.moments_tables = {phase: cuda.to_device(signal_moments_table(B, m, n_ppo), stream=st)
                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, n_update))}

@@ -87,7 +87,7 @@ class NumpyBackend(SharedOps):
         self.anchors = config.adaptive_anchors
         self.pace = config.pace_policy
         self.prng = seed_states(seed, B, STREAM_ACTIONS)
-        self.ones = np.ones(max(T * B, m), np.float32)
+        self.ones = np.ones(max(B, n_update, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
                                for phase, n_ppo in ((ENV_ONE_STEP, B), (ENV_COLLECT, 0), (ENV_GAE, n_update))}
         self.kl_first_tables = {phase: kl_first_table(n_ppo)
