@@ -80,6 +80,13 @@ def _ppo_informed(isv):
     return isv[S.RL_OBS_PPO_INFORMED] > 0
 
 
+def _adv_var_ratio(isv):
+    a, r = isv[S.RL_ADV_VAR_EMA], isv[S.RL_RETURN_VAR_EMA]
+    if _observed(a) and _observed(r) and a > 0 and r > 0 and _ppo_updated(isv):
+        return min(f32(a / r), f32(1))
+    return f32(0)
+
+
 def rl_ppo_informed(isv, flags):
     n = isv[S.RL_OBS_PPO_SAMPLES]
     if flags & AN.FLAG_ANCHORS and S.decode_k(isv) == 1:
@@ -197,14 +204,14 @@ def rl_per_controller(isv):
 
 
 def rl_k_loop_controller(isv):
-    mult, a, r, fl = isv[S.RL_K_LOOP_MULT], isv[S.RL_ADV_VAR_EMA], isv[S.RL_RETURN_VAR_EMA], isv[S.RL_K_RATIO_FLOOR]
+    mult, fl = isv[S.RL_K_LOOP_MULT], isv[S.RL_K_RATIO_FLOOR]
     hi, lo = f32(KL.K_RATIO_HI), f32(KL.K_RATIO_LO)
     if 0 < fl <= 1:
         hi, lo = f32(fl + f32(hi * f32(1 - fl))), f32(fl + f32(lo * f32(1 - fl)))
+    ratio = _adv_var_ratio(isv)
     if mult == 0:
         mult = f32(S.K_FIXED_POINT)
-    elif _observed(a) and _observed(r) and a > 0 and r > 0 and _ppo_updated(isv):
-        ratio = min(f32(a / r), f32(1))
+    elif ratio > 0:
         if ratio > hi:
             mult = f32(mult + f32(KL.K_STEP))
         elif ratio < lo:
@@ -250,9 +257,8 @@ def rl_anchor_controller(isv, flags):
     p = min(f32(tau), f32(0.5 / (AN.N_ACTIONS - 1)))
     q = f32(1 - n1 * p)
     isv[S.RL_ENTROPY_TARGET] = f32(-q * f32(math.log(q)) - f32(n1 * p) * f32(math.log(p)))
-    adv_var, ret_var = isv[S.RL_ADV_VAR_EMA], isv[S.RL_RETURN_VAR_EMA]
-    if _observed(adv_var) and _observed(ret_var) and adv_var > 0 and ret_var > 0 and _ppo_updated(isv):
-        ratio = min(f32(adv_var / ret_var), f32(1))
+    ratio = _adv_var_ratio(isv)
+    if ratio > 0:
         fl = isv[S.RL_K_RATIO_FLOOR]
         if fl > 0:
             ratio = min(ratio, f32(fl + f32(f32(AN.K_FLOOR_LEAK) * f32(ratio - fl))))

@@ -62,15 +62,15 @@ import math
 
 from numba import float32, int32
 
-from alpharl.cuda_kernels.controllers.common import clampf, finite, observed, ppo_informed, ppo_updated
+from alpharl.cuda_kernels.controllers.common import adv_var_ratio, clampf, finite, observed, ppo_informed
 from alpharl.cuda_kernels.controllers.k_loop import k_of
 from alpharl.cuda_kernels.controllers.ppo import ENTROPY_TARGET, KL_TARGET
 from alpharl.cuda_kernels.controllers.target_tau import TAU_BOOTSTRAP
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (GN_TARGET_OFFSET, GRAD_NORM_EMA_SLOTS, GRAD_NORM_OBS_OFFSET, LR_SLOTS, REL_UPDATE_OBS_OFFSET,
-                         RL_ADV_VAR_EMA, RL_CLIP_EPS_ANCHOR, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR,
+                         RL_CLIP_EPS_ANCHOR, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR,
                          RL_KL_TARGET, RL_LR_PI, RL_OBS_KL, RL_OBS_KL_FIRST, RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES,
-                         RL_PI_REL_TARGET, RL_Q_GRAD_NORM_EMA, RL_RETURN_VAR_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX,
+                         RL_PI_REL_TARGET, RL_Q_GRAD_NORM_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX,
                          RL_SUPPORT_V_MIN, RL_TARGET_TAU, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP)
 from alpharl.sizes import N_ACTIONS
 
@@ -165,11 +165,8 @@ def rl_anchor_controller(isv, flags):
     p = min(tau, float32(0.5 / (N_ACTIONS - 1)))
     q = float32(1.0) - float32(N_ACTIONS - 1) * p
     isv[RL_ENTROPY_TARGET] = -q * math.log(q) - float32(N_ACTIONS - 1) * p * math.log(p)
-    adv_var = isv[RL_ADV_VAR_EMA]
-    ret_var = isv[RL_RETURN_VAR_EMA]
-    if observed(adv_var) and observed(ret_var) and adv_var > float32(0.0) and ret_var > float32(0.0) \
-            and ppo_updated(isv):
-        ratio = min(adv_var / ret_var, float32(1.0))
+    ratio = adv_var_ratio(isv)
+    if ratio > float32(0.0):
         f = isv[RL_K_RATIO_FLOOR]
         if f > float32(0.0):
             ratio = min(ratio, f + float32(K_FLOOR_LEAK) * (ratio - f))

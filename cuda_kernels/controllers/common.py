@@ -3,7 +3,9 @@ import math
 
 from numba import cuda
 
-from alpharl.isv import RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES
+from numba import float32
+
+from alpharl.isv import RL_ADV_VAR_EMA, RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES, RL_RETURN_VAR_EMA
 
 
 @cuda.jit(device=True)
@@ -44,3 +46,16 @@ def ppo_informed(isv):
     (RL_OBS_PPO_INFORMED > 0, written by ``rl_ppo_informed`` before the signal EMAs): a controller of the
     trust region (clip, ratio bound) steps only then. Without --adaptive-anchors it equals ppo_updated."""
     return isv[RL_OBS_PPO_INFORMED] > 0.0
+
+
+@cuda.jit(device=True)
+def adv_var_ratio(isv):
+    """K's signal, min(EMA var(A) / EMA var(return), 1): the share of the return's variance the value
+    baseline leaves in the advantage, capped at 1 (a baseline that adds variance explains nothing, as
+    one that predicts a constant). Read by the K controller and by its anchored floor, fresh only on a
+    PPO/V update step with both EMAs observed and positive; 0 (no signal) otherwise."""
+    a = isv[RL_ADV_VAR_EMA]
+    r = isv[RL_RETURN_VAR_EMA]
+    if observed(a) and observed(r) and a > float32(0.0) and r > float32(0.0) and ppo_updated(isv):
+        return min(a / r, float32(1.0))
+    return float32(0.0)

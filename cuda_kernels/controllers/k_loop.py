@@ -1,9 +1,9 @@
 """K-loop: learning iterations per env step, ``rl_k_loop_controller`` and the device-side gate ``rl_k_gate``."""
 from numba import cuda, float32, int32
 
-from alpharl.cuda_kernels.controllers.common import clampf, observed, ppo_updated
+from alpharl.cuda_kernels.controllers.common import adv_var_ratio, clampf
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import K_FIXED_POINT, K_MAX, RL_ADV_VAR_EMA, RL_K_LOOP_MULT, RL_K_RATIO_FLOOR, RL_RETURN_VAR_EMA
+from alpharl.isv import K_FIXED_POINT, K_MAX, RL_K_LOOP_MULT, RL_K_RATIO_FLOOR
 
 #: Advantage-variance ratio above which more updates per env step are worth it.
 K_RATIO_HI = 0.5
@@ -31,18 +31,16 @@ def rl_k_loop_controller(isv):
     lower a ratio that no value of the state predicts.
     """
     mult = isv[RL_K_LOOP_MULT]
-    a = isv[RL_ADV_VAR_EMA]
-    r = isv[RL_RETURN_VAR_EMA]
     f = isv[RL_K_RATIO_FLOOR]
     hi = float32(K_RATIO_HI)
     lo = float32(K_RATIO_LO)
     if f > float32(0.0) and f <= float32(1.0):
         hi = f + hi * (float32(1.0) - f)
         lo = f + lo * (float32(1.0) - f)
+    ratio = adv_var_ratio(isv)
     if mult == 0.0:
         mult = float32(K_FIXED_POINT)
-    elif observed(a) and observed(r) and a > 0.0 and r > 0.0 and ppo_updated(isv):
-        ratio = min(a / r, float32(1.0))
+    elif ratio > float32(0.0):
         if ratio > hi:
             mult = mult + float32(K_STEP)
         elif ratio < lo:
