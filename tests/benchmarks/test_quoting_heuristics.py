@@ -1,0 +1,73 @@
+"""benchmarks/quoting_heuristics.py: the filtered join's actions on a crafted observation, and a short
+run on the embedded sample whose join rows equal the evaluation's own join baseline."""
+import json
+
+import numpy as np
+import pytest
+from support import ROOT, load_benchmark
+
+from alpharl import actions as A
+from alpharl.sim import layout as L
+
+LEVELS = 2
+
+
+def obs_rows(rows):
+    """Observations with (position, imbalance, buy flag, sell flag) set, the rest random."""
+    base = L.obx_base(LEVELS)
+    obs = np.random.default_rng(3).uniform(0.1, 1.0, (len(rows), L.obs_dim(LEVELS))).astype(np.float32)
+    for i, (pos, imb, buy, sell) in enumerate(rows):
+        obs[i, base + L.OBX_POSITION], obs[i, base + L.OBX_IMB1] = pos, imb
+        obs[i, base + L.OBX_BUY_FLAG], obs[i, base + L.OBX_SELL_FLAG] = buy, sell
+    return obs
+
+
+def test_join_flat_quotes_only_the_side_that_does_not_grow_the_position():
+    qh = load_benchmark("quoting_heuristics")
+    obs = obs_rows([(0.0, 0.0, 0, 0),     # flat, nothing resting: both wanted, this step's side (bid)
+                    (0.0, 0.0, 1, 0),     # flat, a bid resting: the ask
+                    (0.4, 0.0, 0, 0),     # long: the ask only
+                    (-0.4, 0.0, 0, 1),    # short, an ask resting: it must go
+                    (-0.4, 0.0, 1, 0),    # short, the bid resting: nothing to do
+                    (0.4, 0.0, 0, 0.5)])  # long, an ask pending: nothing to do
+    pol = qh.FilteredJoin(len(obs), LEVELS, None)
+    np.testing.assert_array_equal(pol(obs), [A.JOIN_BID, A.JOIN_ASK, A.JOIN_ASK, A.CANCEL, A.HOLD, A.HOLD])
+    # the next step's side is the ask
+    np.testing.assert_array_equal(pol(obs)[:3], [A.JOIN_ASK, A.JOIN_ASK, A.JOIN_ASK])
+
+
+def test_join_flat_imb_drops_the_side_the_imbalance_points_against():
+    qh = load_benchmark("quoting_heuristics")
+    obs = obs_rows([(0.0, -0.8, 0, 0),    # heavy ask side: no bid, the ask
+                    (0.0, 0.8, 0, 0),     # heavy bid side: no ask, the bid (on an ask step)
+                    (0.0, -0.8, 1, 0),    # a bid resting into a heavy ask side: cancel
+                    (0.0, 0.3, 0, 0)])    # within theta: both, this step's side
+    pol = qh.FilteredJoin(len(obs), LEVELS, 0.5)
+    pol.t = 1   # an ask step
+    np.testing.assert_array_equal(pol(obs), [A.JOIN_ASK, A.JOIN_BID, A.CANCEL, A.JOIN_ASK])
+
+
+def test_short_run_matches_the_evaluation_join(tmp_path):
+    qh = load_benchmark("quoting_heuristics")
+    from alpharl import evaluate as E
+    from alpharl.config import TrainConfig
+    from alpharl.dataset import find_sources, load_files
+
+    data = str(ROOT / "data" / "AMZN_2012-06-21_5_sample.zip")   # the embedded sample
+    out = tmp_path / "qh.json"
+    assert qh.main(["--data", data, "--seeds", "0,1", "--steps", "30", "--b", "4",
+                    "--policies", "join,join_flat", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert len(res["runs"]) == 2 * 2 * 2   # windows x policies x seeds
+    (_, md), = load_files(find_sources([data], "--data"))
+    for r in res["runs"]:
+        if r["policy"] != "join":
+            continue
+        setup = E.make_setup(TrainConfig(), md, *r["window"], 4, 30, r["seed"], False)
+        got = E.run_policy(setup, E.Baseline("join", 4, r["seed"]))
+        assert r["pnl"] == pytest.approx(float(np.asarray(got.reward, np.float64).sum()))
+    s = {(x["role"], x["policy"]): x for x in res["summary"]}
+    assert s[("in_sample", "join")]["pnl"] == pytest.approx(np.mean(s[("in_sample", "join")]["seeds"]))
+    assert {x["role"] for x in res["summary"]} == {"in_sample", "held_out"}
+    with pytest.raises(E.EvalError):
+        qh.main(["--data", data, "--policies", "nope"])
