@@ -45,7 +45,9 @@ Statistics (``trade_stats``), in dollars, from the per-step rewards r[t, b]
 - ``trades`` (closed round trips, truncated ones included: the steps whose
   ``trade_done`` is set, so with ``episode_end = "horizon"`` every round trip,
   not only an episode's last), ``win_rate`` (share with PnL > 0),
-  ``avg_trade`` (mean PnL per trade).
+  ``avg_trade`` (mean PnL per trade);
+- ``action_share``: each action's share of the run's steps x backtests (``hold``, ``join_bid``,
+  ``improve_ask``, ...): what the policy does to earn it.
 
 A run's ``inventory_penalty`` and ``inventory_penalty_quadratic`` are set to 0 here: they shape the learning reward
 only, and the statistics are of the equity.
@@ -217,6 +219,21 @@ def trade_stats(reward: np.ndarray, trade_done: np.ndarray, trade_pnl: np.ndarra
     }
 
 
+def action_share(actions: np.ndarray) -> dict[str, float]:
+    """Share of each of the nine actions over a run's steps and backtests, by lower-case name: what a
+    policy does (quotes, takes, holds), beside what it earns."""
+    a = np.asarray(actions).ravel()
+    counts = np.bincount(a, minlength=N_ACTIONS)[:N_ACTIONS]
+    return {act.name.lower(): float(c) / a.size if a.size else 0.0 for act, c in zip(A.Action, counts)}
+
+
+def run_stats(result, seconds_per_step: float | None) -> dict:
+    """``trade_stats`` of a scripted run, and its ``action_share``."""
+    stats = trade_stats(result.reward, result.trade_done, result.trade_pnl, seconds_per_step)
+    stats["action_share"] = action_share(result.actions)
+    return stats
+
+
 # ------------------------------------------------------------------ running
 @dataclass
 class EvalSetup:
@@ -370,7 +387,7 @@ def evaluate(setup: EvalSetup, names: list[str], params: np.ndarray | None, peri
     results, fills = {}, {}
     for name in names:
         r = run_policy(setup, make_policy(name, setup, params, period), backend)
-        results[name] = trade_stats(r.reward, r.trade_done, r.trade_pnl, setup.seconds_per_step)
+        results[name] = run_stats(r, setup.seconds_per_step)
         fills[name] = r.fills
     return results, fills
 
@@ -386,15 +403,18 @@ class FileResult:
 
 
 def pooled_stats(runs: list, setups: list[EvalSetup]) -> dict:
-    """``trade_stats`` of several files' runs of one policy, one after the other in time (the steps
-    of every file, in dataset order); the clock is the files' mean seconds per step, weighted by steps."""
+    """``trade_stats`` and ``action_share`` of several files' runs of one policy, one after the other in
+    time (the steps of every file, in dataset order); the clock is the files' mean seconds per step,
+    weighted by steps."""
     reward = np.concatenate([r.reward for r in runs])
     trade_done = np.concatenate([r.trade_done for r in runs])
     pnl = np.concatenate([r.trade_pnl for r in runs])
     clocks = [s.seconds_per_step for s in setups]
     steps = [s.steps for s in setups]
     sps = None if any(c is None for c in clocks) else sum(c * n for c, n in zip(clocks, steps)) / sum(steps)
-    return trade_stats(reward, trade_done, pnl, sps)
+    stats = trade_stats(reward, trade_done, pnl, sps)
+    stats["action_share"] = action_share(np.concatenate([r.actions for r in runs]))
+    return stats
 
 
 def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.ndarray | None, *, b: int,
@@ -411,7 +431,7 @@ def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.n
         runs, tables = [], []
         for res in results:
             r = run_policy(res.setup, make_policy(name, res.setup, params, period), backend)
-            res.policies[name] = trade_stats(r.reward, r.trade_done, r.trade_pnl, res.setup.seconds_per_step)
+            res.policies[name] = run_stats(r, res.setup.seconds_per_step)
             runs.append(r)
             tables.append(r.fills if len(files) == 1 else
                           r.fills.append_column("file", pa.array([res.file.label] * r.fills.num_rows, pa.string())))

@@ -164,8 +164,16 @@ def eval_json(run, data, results: list, overall: dict, skipped: list, b: int, se
 
 #: The eval table's columns, and the order they give way on a narrow console (numbers are never cut).
 EVAL_COLUMNS = ("policy", "PnL $", "PnL/backtest $", "Sharpe (ann.)", "Sharpe/step", "max DD $", "trades", "win rate",
-                "avg trade $")
-EVAL_GIVE_WAY = ("avg trade $", "Sharpe/step", "PnL/backtest $", "win rate", "max DD $", "trades")
+                "avg trade $", "top action")
+EVAL_GIVE_WAY = ("top action", "avg trade $", "Sharpe/step", "PnL/backtest $", "win rate", "max DD $", "trades")
+
+
+def top_action(share: dict | None) -> str:
+    """The action a policy took most often, and its share of the steps (``action_share``)."""
+    if not share:
+        return "-"
+    name = max(share, key=share.get)
+    return f"{name} {share[name]:.0%}"
 
 
 def eval_table(out: dict, width: int | None = None):
@@ -190,7 +198,8 @@ def eval_table(out: dict, width: int | None = None):
     for name, r in out["policies"].items():
         win = "-" if r["win_rate"] is None else f"{r['win_rate']:.1%}"
         rows.append([name, fmt(r["pnl"]), fmt(r["pnl_per_backtest"]), fmt(r["sharpe"]), fmt(r["sharpe_per_step"]),
-                     fmt(r["max_drawdown"]), str(r["trades"]), win, fmt(r["avg_trade"])])
+                     fmt(r["max_drawdown"]), str(r["trades"]), win, fmt(r["avg_trade"]),
+                     top_action(r.get("action_share"))])
     return fitted_table(list(EVAL_COLUMNS), rows, width, [EVAL_COLUMNS.index(c) for c in EVAL_GIVE_WAY],
                         title=f"eval {out['run'] or '(baselines)'}: {where}, B={out['b']}, {out['steps']} steps, "
                               f"seed {out['seed']}", title_justify="left")

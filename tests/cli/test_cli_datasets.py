@@ -158,6 +158,9 @@ def test_three_files_round_robin_per_file_metrics_and_eval(tmp_path):
     assert d["steps"] == sum(f["steps"] for f in d["files"])
     assert d["policies"]["greedy"]["trades"] == sum(f["policies"]["greedy"]["trades"] for f in d["files"])
     assert d["policies"]["greedy"]["pnl"] == pytest.approx(sum(f["policies"]["greedy"]["pnl"] for f in d["files"]))
+    for act, share in d["policies"]["greedy"]["action_share"].items():   # pooled over the files' steps
+        per_file = sum(f["policies"]["greedy"]["action_share"][act] * f["steps"] for f in d["files"])
+        assert share == pytest.approx(per_file / d["steps"]), act
     r = runner.invoke(app, ["eval", str(run), "--steps", "4", "--b", "2", "--policy", "hold"], env={"COLUMNS": "200"})
     text = " ".join(r.output.split())       # the titles wrap at the table's width
     assert r.exit_code == 0 and text.count("eval ") == 4, r.output       # three files, then all of them

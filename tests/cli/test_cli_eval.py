@@ -41,6 +41,14 @@ def test_baselines_alone(tmp_path):
     for name in BASELINES:
         s = d["policies"][name]
         assert s["steps"] == 12 and s["backtests"] == 2 and s["max_drawdown"] >= 0
+        assert len(s["action_share"]) == 9 and sum(s["action_share"].values()) == pytest.approx(1.0)
+    # what each scripted policy does, by its definition (12 steps x 2 backtests)
+    assert hold["action_share"]["hold"] == 1.0
+    for name, (a, b) in {"join": ("join_bid", "join_ask"), "improve": ("improve_bid", "improve_ask")}.items():
+        share = d["policies"][name]["action_share"]
+        assert (share[a], share[b]) == (0.5, 0.5), share
+    periodic = d["policies"]["periodic"]["action_share"]
+    assert periodic["market_buy"] > 0 and periodic["market_sell"] > 0 and periodic["hold"] > 0.5
 
 
 def test_the_simulator_settings_are_reported(tmp_path):
