@@ -29,6 +29,7 @@ import argparse
 import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -85,16 +86,29 @@ def make(name: str, b: int, seed: int, obs_levels: int):
     return E.Baseline(name, b, seed)
 
 
+@lru_cache(maxsize=None)
+def _market(path: str):
+    """A data file, read once per process (every job of a worker on that file shares it)."""
+    from alpharl.dataset import find_sources, load_files
+
+    (_, md), = load_files(find_sources([path], "--data"))
+    return md
+
+
+@lru_cache(maxsize=None)
+def _config(config_path: str | None):
+    from alpharl.config import TrainConfig
+
+    return TrainConfig() if config_path is None else TrainConfig.from_toml(config_path)
+
+
 def one(job: tuple) -> dict:
     """One policy, one file, one window, one seed: the evaluation's trade statistics."""
     config_path, path, label, window, role, name, seed, b, steps = job
     from alpharl import evaluate as E
-    from alpharl.config import TrainConfig
-    from alpharl.dataset import find_sources, load_files
 
-    config = TrainConfig() if config_path is None else TrainConfig.from_toml(config_path)
-    (_, md), = load_files(find_sources([path], "--data"))
-    setup = E.make_setup(config, md, *window, b, steps, seed, False)
+    config = _config(config_path)
+    setup = E.make_setup(config, _market(path), *window, b, steps, seed, False)
     r = E.run_policy(setup, make(name, b, seed, config.sim.obs_levels))
     st = E.trade_stats(r.reward, r.trade_done, r.trade_pnl, setup.seconds_per_step)
     return {"file": label, "window": list(window), "role": role, "policy": name, "seed": seed,

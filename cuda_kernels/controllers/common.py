@@ -1,9 +1,7 @@
 """Device helpers shared by the controllers."""
 import math
 
-from numba import cuda
-
-from numba import float32
+from numba import cuda, float32
 
 from alpharl.isv import RL_ADV_VAR_EMA, RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES, RL_RETURN_VAR_EMA
 
