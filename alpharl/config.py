@@ -104,6 +104,11 @@ class TrainConfig:
     update's own steps add (against the KL anchor), and the PPO clip is set from that trust region instead of
     its KL law (cuda_kernels/controllers/anchors.py). Measured worse held out (study_2026-12-03_pace), so
     off. Off: the shared target."""
+    k_noise_band: bool = False
+    """With adaptive_anchors: K steps up only where the advantage-variance ratio is also above its own running
+    mean by more than K_NOISE_Z of its standard deviations (both measured over the K floor's memory), so K does
+    not walk to K_MAX on the ratio's scatter where the baseline explains little
+    (cuda_kernels/controllers/anchors.py). Off: the band alone."""
     tensor_cores: str = "off"
     """off | auto | on: run the large layers' products (encoder layer 2, Q advantage stream) on TF32 tensor
     cores through cuBLASLt (needs nvmath-python, the extra 'tc'); auto where measured faster
@@ -175,6 +180,8 @@ class TrainConfig:
                        "trajectory")
         if self.pace_policy and not self.adaptive_anchors:
             bad.append("--pace-policy needs --adaptive-anchors: it moves one of the anchors' targets")
+        if self.k_noise_band and not self.adaptive_anchors:
+            bad.append("--k-noise-band needs --adaptive-anchors: it widens the anchored K band")
         if not 0.0 <= self.gae_lambda <= 1.0:
             bad.append(f"--gae-lambda {self.gae_lambda}: must be in [0, 1]")
         if not 0 < self.reward_scale <= REWARD_SCALE_MAX:

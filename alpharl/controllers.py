@@ -10,7 +10,7 @@ from numba import cuda
 
 from alpharl import isv as S
 from alpharl.cuda_kernels.controllers import reward_norm as RN
-from alpharl.cuda_kernels.controllers.anchors import FLAG_ANCHORS, FLAG_PACE
+from alpharl.cuda_kernels.controllers.anchors import FLAG_ANCHORS, FLAG_K_NOISE, FLAG_PACE
 from alpharl.cuda_kernels.controllers.signals import N_TABLE_COLS, SIGNAL_EMA_BLOCK
 from alpharl.cuda_kernels.controllers.step import SCALAR_CONTROLLERS, STEP_CONTROLLERS_BLOCK, rl_step_controllers
 from alpharl.reference import controllers as R
@@ -70,11 +70,11 @@ class Controllers:
     """Device-side signal table + launches of the signal EMAs and every controller.
 
     anchors: --adaptive-anchors (the anchor stage writes the controllers' targets, ``FLAG_ANCHORS``); pace:
-    --pace-policy (``FLAG_PACE``)."""
+    --pace-policy (``FLAG_PACE``); k_noise: --k-noise-band (``FLAG_K_NOISE``)."""
 
-    def __init__(self, stream=0, anchors: bool = False, pace: bool = False):
+    def __init__(self, stream=0, anchors: bool = False, pace: bool = False, k_noise: bool = False):
         self.stream = stream
-        self.flags = anchor_flags(anchors, pace)
+        self.flags = anchor_flags(anchors, pace, k_noise)
         table, beta = signal_table_host()
         self.n_rows = np.int32(len(table))
         self.table_d = cuda.to_device(table, stream=stream)
@@ -89,9 +89,9 @@ class Controllers:
                                                                     *heads, counter_d, self.flags)
 
 
-def anchor_flags(anchors: bool, pace: bool = False) -> np.int32:
-    """``flags`` of the anchor stage: --adaptive-anchors, --pace-policy."""
-    return np.int32((FLAG_ANCHORS if anchors else 0) | (FLAG_PACE if pace else 0))
+def anchor_flags(anchors: bool, pace: bool = False, k_noise: bool = False) -> np.int32:
+    """``flags`` of the anchor stage: --adaptive-anchors, --pace-policy, --k-noise-band."""
+    return np.int32((FLAG_ANCHORS if anchors else 0) | (FLAG_PACE if pace else 0) | (FLAG_K_NOISE if k_noise else 0))
 
 
 def reference_signal_emas(isv, anchors: bool = False) -> None:
@@ -101,10 +101,10 @@ def reference_signal_emas(isv, anchors: bool = False) -> None:
     R.rl_signal_ema(isv, table, beta, len(table))
 
 
-def reference_controllers(isv, anchors: bool = False, pace: bool = False) -> None:
-    """The anchors (their bootstraps only unless ``anchors``; ``pace``: --pace-policy), the LR controller,
-    SCALAR_CONTROLLERS."""
-    R.rl_anchor_controller(isv, anchor_flags(anchors, pace))
+def reference_controllers(isv, anchors: bool = False, pace: bool = False, k_noise: bool = False) -> None:
+    """The anchors (their bootstraps only unless ``anchors``; ``pace``: --pace-policy; ``k_noise``:
+    --k-noise-band), the LR controller, SCALAR_CONTROLLERS."""
+    R.rl_anchor_controller(isv, anchor_flags(anchors, pace, k_noise))
     R.rl_lr_controller(isv, *S.GRAD_NORM_EMA_SLOTS)
     for ctrl in SCALAR_CONTROLLERS:
         getattr(R, ctrl.name)(isv)

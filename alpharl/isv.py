@@ -162,6 +162,8 @@ RL_ENTROPY_TARGET = _slot(550, "entropy_target", "anchors", 0.0, "nats", 0.0, N_
 RL_K_RATIO_FLOOR = _slot(551, "k_ratio_floor", "anchors", 0.0, "1", 0.0, 1.0, "best var(A)/var(return) seen (a slowly forgetting minimum): the K controller's thresholds sit above it (0: none)")
 RL_PI_REL_TARGET = _slot(552, "pi_rel_target", "anchors", 0.0, "1", 0.0, _INF, "relative Adam step the pi head's LR aims at with --pace-policy: paced by the KL this update's own steps add (obs_kl - obs_kl_first) against kl_target (0: the shared 1e-3)")
 RL_CLIP_EPS_ANCHOR = _slot(553, "clip_eps_anchor", "anchors", 0.0, "1", 0.0, _INF, "PPO clip epsilon with --pace-policy: 2 sqrt(2 kl_target), twice the ratio spread of a policy moving kl_target (0: the clip's KL law)")
+RL_K_RATIO_MEAN = _slot(554, "k_ratio_mean", "anchors", 0.0, "1", 0.0, 1.0, "--k-noise-band: running mean of var(A)/var(return) over the floor's memory (rate K_FLOOR_LEAK a PPO/V update; 0: none)")
+RL_K_RATIO_VAR = _slot(555, "k_ratio_var", "anchors", 0.0, "1", 0.0, 1.0, "--k-noise-band: running variance of that ratio about its mean, same rate: K steps up only above mean + K_NOISE_Z sqrt(var) (0: none)")
 # ------------------------------------------------------------- V blend (seed)
 RL_V_BLEND_ALPHA = _slot(585, "v_blend_alpha", "v_blend", 1.0, "1", 0.0, 1.0, "alpha of V_used = alpha V_scalar + (1-alpha) V_dq (seed index)")
 RL_V_TRACK_ERR_EMA = _slot(586, "v_track_err_ema", "v_blend", 0.0, "$", 0.0, _INF, "EMA of |V_dq - V_scalar| (seed index)")

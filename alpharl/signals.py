@@ -91,6 +91,11 @@ METRICS = {
     "trades/pnl_mean": "mean PnL per closed trade, $",
 }
 
+#: The run totals of closed trades (cumulative): PnL and count, whose differences between diagnostic rows
+#: are the realised PnL a trade and a step over that stretch (benchmarks/studies/ablation.py).
+TRADE_TOTALS = ("pnl/total_trade_pnl", "trades/closed")
+assert set(TRADE_TOTALS) <= set(METRICS)
+
 
 #: With several files, each file's metrics are METRICS' names followed by this and the file's label
 #: (``trades/win_rate@GOOG_2012-06-21_5``: alpharl.dataset.file_labels).

@@ -69,6 +69,7 @@ from alpharl.lobster.load import load_lobster
 from alpharl.lobster.source import is_arrow
 from alpharl.report import ReportError, fitted_table, fmt, load_run
 from alpharl.rundir import CONFIG_FILE, SUMMARY_FILE
+from alpharl.signals import TRADE_TOTALS
 
 #: Version of study.json and result.json.
 FORMAT = 1
@@ -87,12 +88,13 @@ DEFAULT_VARIANT = "default"
 EMBEDDED = "embedded"
 #: ISV slots drawn over steps in study.png (named through the registry: one definition of each).
 PLOT_SLOTS = tuple(S.BY_INDEX[i].name for i in (S.RL_LR_Q, S.RL_LR_PI, S.RL_PPO_CLIP_EPS, S.RL_V_BLEND_ALPHA))
-#: ISV slots each trial's result.json keeps over steps: the plotted ones and what the learning targets and
-#: the clip's diagnosis read (benchmarks/studies/ablation.py), so a trial's record answers them after its
-#: run folder is gone (a study on another machine brings back result.json, not the diagnostics).
+#: Diagnostics columns each trial's result.json keeps over steps: the plotted ISV slots, those the learning
+#: targets and the clip's diagnosis read, and the closed trades' run totals (benchmarks/studies/ablation.py),
+#: so a trial's record answers them after its run folder is gone (a study on another machine brings back
+#: result.json, not the diagnostics).
 TRACE_SLOTS = PLOT_SLOTS + tuple(S.BY_INDEX[i].name for i in (
     S.RL_LR_V, S.RL_K_LOOP_MULT, S.RL_REWARD_PER_TRADE_EMA, S.RL_KL_EMA, S.RL_KL_TARGET, S.RL_ENTROPY_EMA,
-    S.RL_ENTROPY_COEF))
+    S.RL_ENTROPY_COEF)) + TRADE_TOTALS
 #: Keys of a variant file that the study sets itself, per trial.
 STUDY_KEYS = ("data", "seed", "run_dir")
 #: Files of the study and of a trial.

@@ -13,6 +13,7 @@ from alpharl import study as St
 from alpharl.config import ConfigError
 from alpharl.dataset import DatasetError
 from alpharl.evaluate import ALL, BASELINES, POLICIES
+from alpharl.signals import TRADE_TOTALS
 
 CUTS = Path(__file__).parent / "data" / "lobster"
 
@@ -173,10 +174,11 @@ def test_data_files_and_datasets(tmp_path, monkeypatch):
         St.parse_datasets([str(tmp_path / "missing.zip")], each_file=False)
 
 
-def test_trace_slots_are_isv_slots():
+def test_trace_slots_are_isv_slots_and_the_trade_totals():
     names = {s.name for s in S.SLOTS}
     assert St.PLOT_SLOTS == ("lr_q", "lr_pi", "ppo_clip_eps", "v_blend_alpha")
-    assert St.TRACE_SLOTS[:4] == St.PLOT_SLOTS and set(St.TRACE_SLOTS) <= names
+    assert St.TRACE_SLOTS[:4] == St.PLOT_SLOTS and set(St.TRACE_SLOTS) <= names | set(TRADE_TOTALS)
+    assert set(TRADE_TOTALS) <= set(St.TRACE_SLOTS)
     assert len(set(St.TRACE_SLOTS)) == len(St.TRACE_SLOTS)
 
 

@@ -75,7 +75,8 @@ class DeviceBackend(SharedOps):
                                rel_update=config.adaptive_anchors, ranks=self.ranks, tensor_cores=config.tensor_cores,
                                fused=config.fused_update)
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, seed, stream=st)
-        self.controllers = Controllers(st, anchors=config.adaptive_anchors, pace=config.pace_policy)
+        self.controllers = Controllers(st, anchors=config.adaptive_anchors, pace=config.pace_policy,
+                                      k_noise=config.k_noise_band)
         self.isv = S.alloc_isv(st)
         f32 = np.float32
         self.obs_t = cuda.device_array((B, self.obs_dim), f32, stream=st)

@@ -86,6 +86,7 @@ class NumpyBackend(SharedOps):
         self.ret_run = np.zeros(B, np.float32)
         self.anchors = config.adaptive_anchors
         self.pace = config.pace_policy
+        self.k_noise = config.k_noise_band
         self.prng = seed_states(seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(B, n_update, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
@@ -178,7 +179,7 @@ class NumpyBackend(SharedOps):
 
     def step_controllers(self) -> None:
         reference_signal_emas(self.isv, anchors=self.anchors)
-        reference_controllers(self.isv, anchors=self.anchors, pace=self.pace)
+        reference_controllers(self.isv, anchors=self.anchors, pace=self.pace, k_noise=self.k_noise)
         self.step_count[0] += 1
 
     def soft_update(self) -> None:

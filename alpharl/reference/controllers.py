@@ -208,6 +208,9 @@ def rl_k_loop_controller(isv):
     hi, lo = f32(KL.K_RATIO_HI), f32(KL.K_RATIO_LO)
     if 0 < fl <= 1:
         hi, lo = f32(fl + f32(hi * f32(1 - fl))), f32(fl + f32(lo * f32(1 - fl)))
+        v = isv[S.RL_K_RATIO_VAR]
+        if v > 0:
+            hi = max(hi, f32(isv[S.RL_K_RATIO_MEAN] + f32(f32(KL.K_NOISE_Z) * np.sqrt(v))))
     ratio = _adv_var_ratio(isv)
     if mult == 0:
         mult = f32(S.K_FIXED_POINT)
@@ -259,6 +262,14 @@ def rl_anchor_controller(isv, flags):
     isv[S.RL_ENTROPY_TARGET] = f32(-q * f32(math.log(q)) - f32(n1 * p) * f32(math.log(p)))
     ratio = _adv_var_ratio(isv)
     if ratio > 0:
+        if flags & AN.FLAG_K_NOISE:
+            m, a = isv[S.RL_K_RATIO_MEAN], f32(AN.K_FLOOR_LEAK)
+            if m > 0:
+                d = f32(ratio - m)
+                isv[S.RL_K_RATIO_MEAN] = f32(m + f32(a * d))
+                isv[S.RL_K_RATIO_VAR] = f32(f32(1.0 - AN.K_FLOOR_LEAK) * f32(isv[S.RL_K_RATIO_VAR] + f32(f32(a * d) * d)))
+            else:
+                isv[S.RL_K_RATIO_MEAN] = ratio
         fl = isv[S.RL_K_RATIO_FLOOR]
         if fl > 0:
             ratio = min(ratio, f32(fl + f32(f32(AN.K_FLOOR_LEAK) * f32(ratio - fl))))

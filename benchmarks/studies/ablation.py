@@ -20,12 +20,22 @@ import numpy as np
 
 from alpharl import isv as S
 from alpharl.report import ReportError, load_run
+from alpharl.signals import TRADE_TOTALS
 from alpharl.study import OK, RESULT_FILE, STUDY_FILE, read_json, trial_folder
 
 #: The learning rates whose clamps the targets speak of (bounds: the ISV's slots, S.BY_NAME).
 LR_SLOTS = ("lr_q", "lr_pi", "lr_v")
 #: Every column ``run_targets`` reads.
 TARGET_COLUMNS = LR_SLOTS + ("k_loop_mult", "ppo_clip_eps", "v_blend_alpha", "reward_per_trade_ema")
+#: Consecutive blocks the second half is cut into for the realised trends. The reward per trade EMA
+#: folds a step's mean trade PnL with beta 0.99 on steps that close trades (a memory of a few hundred
+#: steps), so its end value and slope wander with the last few hundred trades; a block of a tenth of the
+#: half holds thousands of trades and is long against one trade's life, so the blocks' per-trade PnL are
+#: close to independent and the least-squares slope over them has a t interval.
+TREND_BLOCKS = 10
+#: Two-sided 95 % quantile of Student's t with TREND_BLOCKS - 2 degrees of freedom.
+T_975_DOF8 = 2.306
+assert TREND_BLOCKS == 10, "T_975_DOF8 is the quantile for 8 degrees of freedom"
 
 
 def _money(x: float | None) -> str:
@@ -63,12 +73,47 @@ def run_columns(run_dir: Path, result_file: Path | None = None) -> dict | None:
     is gone (a study run on another machine brings back each trial's result.json, not its diagnostics)
     from the trace its result.json keeps (alpharl.study.TRACE_SLOTS); None when neither has them all."""
     try:
-        return dict(load_run(run_dir).columns)
+        run = load_run(run_dir)
+        return {"step": run.steps, **run.columns}
     except ReportError:
         pass
     result = read_json(result_file) if result_file is not None else None
     trace = (result or {}).get("trace") or {}
     return trace if all(k in trace for k in TARGET_COLUMNS) else None
+
+
+def block_trend(values: np.ndarray, weights: np.ndarray) -> tuple[float, float, float] | None:
+    """Least-squares slope of per-block values against the block index, times the number of blocks (the
+    change over the stretch the blocks cover), and its 95 % t interval; None with fewer than three blocks
+    or a block of zero weight."""
+    n = values.size
+    if n < 3 or not np.all(weights > 0):
+        return None
+    t = np.arange(n, dtype=np.float64) - (n - 1) / 2.0
+    slope = float(np.sum(t * (values - values.mean())) / np.sum(t * t))
+    resid = values - values.mean() - slope * t
+    se = float(np.sqrt(np.sum(resid * resid) / (n - 2) / np.sum(t * t)))
+    half = T_975_DOF8 * se
+    return slope * n, (slope - half) * n, (slope + half) * n
+
+
+def realised_trends(steps: np.ndarray, pnl_total: np.ndarray, trades_total: np.ndarray,
+                    blocks: int = TREND_BLOCKS) -> dict | None:
+    """Over rows given as cumulative run totals: the closed trades' realised PnL a trade and a step in
+    each of ``blocks`` consecutive stretches, with each one's trend over the stretches (``block_trend``).
+    A trade's PnL may fall while the PnL a step rises (more trades, each earning less): the return the
+    agent maximises is the PnL a step. None where a block closed no trade or covers no step."""
+    edges = np.linspace(0, steps.size - 1, blocks + 1).round().astype(int)
+    d_pnl, d_trades, d_steps = (np.diff(x[edges].astype(np.float64)) for x in (pnl_total, trades_total, steps))
+    if not (np.all(d_trades > 0) and np.all(d_steps > 0)):
+        return None
+    per_trade, per_step = d_pnl / d_trades, d_pnl / d_steps
+    trade_trend, step_trend = block_trend(per_trade, d_trades), block_trend(per_step, d_steps)
+    if trade_trend is None or step_trend is None:
+        return None
+    return {"pnl_per_trade": float(d_pnl.sum() / d_trades.sum()), "pnl_per_trade_trend": trade_trend[0],
+            "pnl_per_trade_trend_ci": list(trade_trend[1:]), "pnl_per_step": float(d_pnl.sum() / d_steps.sum()),
+            "pnl_per_step_trend": step_trend[0], "pnl_per_step_trend_ci": list(step_trend[1:])}
 
 
 def run_targets(run_dir: Path, result_file: Path | None = None) -> dict | None:
@@ -96,6 +141,10 @@ def run_targets(run_dir: Path, result_file: Path | None = None) -> dict | None:
     # trend over the second half: least-squares slope x the half's length (the EMA's change it implies)
     t = np.arange(rpt.size, dtype=np.float64)
     out["rpt_trend"] = float(np.polyfit(t, rpt, 1)[0] * rpt.size) if rpt.size > 1 else 0.0
+    out["realised"] = None
+    if all(k in cols for k in TRADE_TOTALS):
+        steps = np.asarray(cols["step"]) if "step" in cols else np.arange(n)
+        out["realised"] = realised_trends(steps[half], *(np.asarray(cols[k])[half] for k in TRADE_TOTALS))
     return out
 
 
@@ -115,8 +164,20 @@ def target_rows(folder: Path, study: dict) -> list[dict]:
             row[key] = float(np.median([t[key] for t in ts]))
         row["alpha_left_1"] = sum(t["alpha_left_1"] for t in ts)
         row["rpt_end_min"] = min(t["rpt_end"] for t in ts)
+        real = [t["realised"] for t in ts if t["realised"] is not None]
+        row["realised_runs"] = len(real)
+        for key in ("pnl_per_trade", "pnl_per_step"):
+            row[f"{key}_trend"] = float(np.median([r[f"{key}_trend"] for r in real])) if real else None
+            # runs whose trend's 95 % interval lies below zero: falling beyond what the blocks' scatter explains
+            row[f"{key}_falling"] = sum(r[f"{key}_trend_ci"][1] < 0 for r in real)
         rows.append(row)
     return rows
+
+
+def _trend(row: dict, key: str) -> str:
+    if not row["realised_runs"]:
+        return "-"
+    return f"{row[f'{key}_trend']:+.2f} ({row[f'{key}_falling']}/{row['realised_runs']})"
 
 
 def markdown(held: list[dict], targets: list[dict], policy: str) -> str:
@@ -146,13 +207,18 @@ def markdown(held: list[dict], targets: list[dict], policy: str) -> str:
                      f"| {ge_improve} |")
     if targets:
         lines += ["", "## In-sample learning targets (second half of each run; medians over the runs with diagnostics)", "",
-                  "| dataset | variant | runs | lr_q off clamps | lr_pi off | lr_v off | K at K_MAX | clip at a bound | runs where α left 1 | reward/trade EMA at end (min) | its trend over the half |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| dataset | variant | runs | lr_q off clamps | lr_pi off | lr_v off | K at K_MAX | clip at a bound | runs where α left 1 | reward/trade EMA at end (min) | its trend over the half | realised $ a trade: trend (runs falling) | $ a step: trend (runs falling) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(targets, key=lambda r: (r["dataset"], r["variant"])):
             lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {r['runs']} | "
                          f"{r['lr_q_off']:.0%} | {r['lr_pi_off']:.0%} | {r['lr_v_off']:.0%} | {r['k_at_max']:.0%} | "
                          f"{r['clip_at_bound']:.0%} | {r['alpha_left_1']}/{r['runs']} | {r['rpt_end']:.1f} "
-                         f"({r['rpt_end_min']:.1f}) | {r['rpt_trend']:+.1f} |")
+                         f"({r['rpt_end_min']:.1f}) | {r['rpt_trend']:+.1f} | {_trend(r, 'pnl_per_trade')} | "
+                         f"{_trend(r, 'pnl_per_step')} |")
+        lines += ["", "Realised trends: the second half cut into ten blocks, each block's closed-trade PnL a trade "
+                      "(a step), its least-squares change over the half (median over runs) and the runs whose 95 % "
+                      "t interval of that change lies below zero, out of the runs whose diagnostics hold the trade "
+                      "totals."]
     return "\n".join(lines) + "\n"
 
 

@@ -36,6 +36,16 @@ The controllers' laws stay as they are: only the value each aims at changes.
   updates when the baseline has fallen behind the fit it reached (more than half-way from f to 1),
   fewer when it is within a tenth of it. Both sides are ratios capped at 1, so where the baseline has
   explained nothing lately (f = 1) the band closes at 1 and K holds.
+- K's band and the ratio's scatter (--k-noise-band, FLAG_K_NOISE, with the anchors). f is a minimum, so
+  it sits at the ratio's deepest dips: where the ratio's own scatter is not small against 1 - f (B = 16: a
+  ratio of 0.93-0.99 with dips to 0.90, LEARNING.md) the ratio is above f + 0.5 (1 - f) most of the time
+  with no change of the baseline's fit, and K walks to K_MAX on noise. Measured: the ratio's running mean
+  m and variance s^2 about it (RL_K_RATIO_MEAN, RL_K_RATIO_VAR; rate a = K_FLOOR_LEAK, the floor's memory,
+  so s is the scatter the floor's dips come from: m <- m + a d, s^2 <- (1 - a)(s^2 + a d^2), d = ratio -
+  m); the K controller's upper threshold becomes max(f + 0.5 (1 - f), m + k_loop.K_NOISE_Z s): more
+  iterations only where the fit is also worse than its usual level beyond the scatter. s builds up from 0
+  over the floor's memory, so early in a run the band is as before; where the scatter is small (a large
+  batch) m + K_NOISE_Z s stays below the band's edge and the rule is the band's.
 - The policy head's step and the clip (--pace-policy, FLAG_PACE, with the anchors). With the shared
   rho* = 1e-3 a PPO update moved the policy a fifth of the KL the clip's anchor KL* asks for, and the clip
   controller, whose KL did not answer epsilon, walked it to its upper bound (LEARNING.md). Paced, the KL is
@@ -68,7 +78,8 @@ from alpharl.cuda_kernels.controllers.ppo import ENTROPY_TARGET, KL_TARGET
 from alpharl.cuda_kernels.controllers.target_tau import TAU_BOOTSTRAP
 from alpharl.cuda_kernels.registry import kernel
 from alpharl.isv import (GN_TARGET_OFFSET, GRAD_NORM_EMA_SLOTS, GRAD_NORM_OBS_OFFSET, LR_SLOTS, REL_UPDATE_OBS_OFFSET,
-                         RL_CLIP_EPS_ANCHOR, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR,
+                         RL_CLIP_EPS_ANCHOR, RL_ENTROPY_EMA, RL_ENTROPY_TARGET, RL_K_RATIO_FLOOR, RL_K_RATIO_MEAN,
+                         RL_K_RATIO_VAR,
                          RL_KL_TARGET, RL_LR_PI, RL_OBS_KL, RL_OBS_KL_FIRST, RL_OBS_PPO_INFORMED, RL_OBS_PPO_SAMPLES,
                          RL_PI_REL_TARGET, RL_Q_GRAD_NORM_EMA, RL_REWARD_GAIN, RL_SUPPORT_V_MAX,
                          RL_SUPPORT_V_MIN, RL_TARGET_TAU, V_MAX_BOOTSTRAP, V_MIN_BOOTSTRAP)
@@ -78,6 +89,8 @@ from alpharl.sizes import N_ACTIONS
 #: with FLAG_ANCHORS: it moves one of the anchors' targets).
 FLAG_ANCHORS = 1
 FLAG_PACE = 2
+#: --k-noise-band (acts only with FLAG_ANCHORS): the ratio's running mean and variance for K's upper threshold.
+FLAG_K_NOISE = 4
 #: rho*: the relative update ||lr u|| / ||W|| every head's learning rate aims at.
 REL_UPDATE_TARGET = 1.0e-3
 #: KL target per nat of policy entropy (today's KL_TARGET at today's ENTROPY_TARGET).
@@ -125,8 +138,8 @@ def rl_ppo_informed(isv, flags):
 def rl_anchor_controller(isv, flags):
     """Bootstrap the gain and the support on sentinel; with FLAG_ANCHORS write every anchor slot
     (module docstring): gn_target_* (hold while rho or G is unobserved), kl_target, pi_rel_target and
-    clip_eps_anchor (FLAG_PACE), entropy_target, k_ratio_floor (each holds while its inputs are unobserved;
-    the floor takes its first ratio as is).
+    clip_eps_anchor (FLAG_PACE), entropy_target, k_ratio_floor, k_ratio_mean and k_ratio_var (FLAG_K_NOISE;
+    each holds while its inputs are unobserved; the floor and the mean take their first ratio as is).
     Launch [1, 1]."""
     if not (isv[RL_REWARD_GAIN] > float32(0.0)):
         isv[RL_REWARD_GAIN] = float32(1.0)
@@ -167,6 +180,14 @@ def rl_anchor_controller(isv, flags):
     isv[RL_ENTROPY_TARGET] = -q * math.log(q) - float32(N_ACTIONS - 1) * p * math.log(p)
     ratio = adv_var_ratio(isv)
     if ratio > float32(0.0):
+        if (flags & FLAG_K_NOISE) != 0:
+            m = isv[RL_K_RATIO_MEAN]
+            if m > float32(0.0):
+                d = ratio - m
+                isv[RL_K_RATIO_MEAN] = m + float32(K_FLOOR_LEAK) * d
+                isv[RL_K_RATIO_VAR] = float32(1.0 - K_FLOOR_LEAK) * (isv[RL_K_RATIO_VAR] + float32(K_FLOOR_LEAK) * d * d)
+            else:
+                isv[RL_K_RATIO_MEAN] = ratio
         f = isv[RL_K_RATIO_FLOOR]
         if f > float32(0.0):
             ratio = min(ratio, f + float32(K_FLOOR_LEAK) * (ratio - f))

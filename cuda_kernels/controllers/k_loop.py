@@ -1,9 +1,11 @@
 """K-loop: learning iterations per env step, ``rl_k_loop_controller`` and the device-side gate ``rl_k_gate``."""
+import math
+
 from numba import cuda, float32, int32
 
 from alpharl.cuda_kernels.controllers.common import adv_var_ratio, clampf
 from alpharl.cuda_kernels.registry import kernel
-from alpharl.isv import K_FIXED_POINT, K_MAX, RL_K_LOOP_MULT, RL_K_RATIO_FLOOR
+from alpharl.isv import K_FIXED_POINT, K_MAX, RL_K_LOOP_MULT, RL_K_RATIO_FLOOR, RL_K_RATIO_MEAN, RL_K_RATIO_VAR
 
 #: Advantage-variance ratio above which more updates per env step are worth it.
 K_RATIO_HI = 0.5
@@ -11,6 +13,9 @@ K_RATIO_HI = 0.5
 K_RATIO_LO = 0.1
 #: Step of the multiplier: 5% of one K per controller call.
 K_STEP = 0.05 * K_FIXED_POINT
+#: --k-noise-band: the upper threshold's least height above the ratio's running mean, in the ratio's
+#: standard deviations (controllers/anchors.py, which measures both).
+K_NOISE_Z = 2.0
 
 
 @kernel("void(float32[::1])", test_only=True)
@@ -29,6 +34,12 @@ def rl_k_loop_controller(isv):
     (controllers/anchors.py). The floor is a ratio capped at 1 as well, so where the baseline has
     explained nothing lately (f = 1) the band closes at 1 and K holds: more iterations do not
     lower a ratio that no value of the state predicts.
+    With --k-noise-band (isv[RL_K_RATIO_MEAN] = m, isv[RL_K_RATIO_VAR] = s^2 > 0: the ratio's running mean
+    and variance) the upper threshold is at least m + K_NOISE_Z s: K steps up only where the fit is worse
+    than half-way from its best to nothing *and* than its own usual level beyond the ratio's scatter. The
+    floor, a minimum, sits at the scatter's dips, so where the scatter is not small against 1 - f the band
+    alone has the ratio above its upper edge most of the time with no change of the fit, and K walks to
+    K_MAX; where the scatter is small (m + K_NOISE_Z s below the band's edge) the band is unchanged.
     """
     mult = isv[RL_K_LOOP_MULT]
     f = isv[RL_K_RATIO_FLOOR]
@@ -37,6 +48,9 @@ def rl_k_loop_controller(isv):
     if f > float32(0.0) and f <= float32(1.0):
         hi = f + hi * (float32(1.0) - f)
         lo = f + lo * (float32(1.0) - f)
+        v = isv[RL_K_RATIO_VAR]
+        if v > float32(0.0):
+            hi = max(hi, isv[RL_K_RATIO_MEAN] + float32(K_NOISE_Z) * math.sqrt(v))
     ratio = adv_var_ratio(isv)
     if mult == 0.0:
         mult = float32(K_FIXED_POINT)

@@ -3,6 +3,7 @@ in-sample targets read from the trials' diagnostics."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import load_benchmark
 from typer.testing import CliRunner
@@ -79,3 +80,53 @@ def test_targets_from_the_trials_traces_once_the_run_folders_are_gone(small_stud
 def test_missing_study_is_one_line(tmp_path, capsys):
     assert _ablation().main([str(tmp_path)]) == 2
     assert "no study.json" in capsys.readouterr().err
+
+
+def test_block_trend_is_the_least_squares_change_with_a_t_interval(rng):
+    ab = _ablation()
+    t = np.arange(10, dtype=np.float64)
+    exact = ab.block_trend(3.0 + 0.5 * t, np.ones(10))
+    assert exact == pytest.approx((5.0, 5.0, 5.0))            # slope 0.5 a block x 10 blocks; no scatter
+    noisy = 3.0 + 0.5 * t + rng.normal(0.0, 2.0, 10)
+    change, lo, hi = ab.block_trend(noisy, np.ones(10))
+    assert change == pytest.approx(np.polyfit(t, noisy, 1)[0] * 10)
+    assert lo < change < hi and hi - lo == pytest.approx(2 * (change - lo))
+    assert ab.block_trend(noisy[:2], np.ones(2)) is None
+    assert ab.block_trend(noisy, np.r_[np.ones(9), 0.0]) is None
+
+
+def test_realised_trends_from_the_run_totals(rng):
+    """Cumulative totals whose blocks close trades at a known PnL a trade: the per-trade trend falls while the
+    PnL a step rises (more trades, each earning less), each as the blocks say."""
+    ab = _ablation()
+    blocks, rows_per_block = ab.TREND_BLOCKS, 7
+    per_trade = 100.0 - 4.0 * np.arange(blocks)                   # $ a trade, falling 40 over the half
+    trades = 10.0 + 2.0 * np.arange(blocks)                       # trades a block, rising
+    steps = np.arange(blocks * rows_per_block + 1) * 50.0
+    d_pnl = np.repeat(per_trade * trades / rows_per_block, rows_per_block)
+    d_n = np.repeat(trades / rows_per_block, rows_per_block)
+    pnl_total, n_total = np.r_[0.0, np.cumsum(d_pnl)] + 1e4, np.r_[0.0, np.cumsum(d_n)] + 123
+    r = ab.realised_trends(steps, pnl_total, n_total)
+    assert r["pnl_per_trade_trend"] == pytest.approx(-40.0) and r["pnl_per_trade_trend_ci"] == pytest.approx([-40.0, -40.0])
+    step_pnl = per_trade * trades / (rows_per_block * 50.0)
+    assert r["pnl_per_step_trend"] == pytest.approx(np.polyfit(np.arange(blocks), step_pnl, 1)[0] * blocks)
+    assert r["pnl_per_step_trend"] > 0 and r["pnl_per_trade"] == pytest.approx((d_pnl.sum()) / d_n.sum())
+    flat = n_total.copy()
+    flat[rows_per_block:2 * rows_per_block + 1] = flat[rows_per_block]   # the second block closes no trade
+    assert ab.realised_trends(steps, pnl_total, flat) is None
+
+
+def test_trade_totals_reach_the_targets_table(small_study):
+    """The trials' diagnostics hold the closed trades' run totals, so every run's targets carry the realised
+    trends' entry (None where the half's blocks closed no trade), and the table has their columns."""
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    for trial in study["trials"]:
+        t = ab.run_targets(small_study / trial["run_dir"])
+        if t is not None:
+            assert "realised" in t
+    rows = ab.target_rows(small_study, study)
+    text = ab.markdown([], rows, "sampled")
+    assert "realised $ a trade: trend (runs falling)" in text
+    for r in rows:
+        assert 0 <= r["pnl_per_trade_falling"] <= r["realised_runs"] <= r["runs"]

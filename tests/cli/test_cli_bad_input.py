@@ -94,6 +94,7 @@ def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_p
     ('[sim]\ninventory_penalty_unit = 1', ["c.toml", "inventory_penalty_unit"]),
     ('[sim]\ninventory_penalty_quadratic = -0.5', ["c.toml", "inventory_penalty_quadratic", "-0.5"]),
     ('pace_policy = true', ["--pace-policy", "--adaptive-anchors"]),
+    ('k_noise_band = true', ["--k-noise-band", "--adaptive-anchors"]),
 ])
 def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     cfg = tmp_path / "c.toml"
@@ -110,6 +111,7 @@ def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     (("--inventory-penalty-unit", "dollar"), ["inventory_penalty_unit", "dollar", "tick", "sigma"]),
     (("--inventory-penalty-quadratic", "nan"), ["inventory_penalty_quadratic", "nan"]),
     (("--pace-policy",), ["--pace-policy", "--adaptive-anchors"]),
+    (("--k-noise-band",), ["--k-noise-band", "--adaptive-anchors"]),
 ])
 def test_episode_options_checked(fake_trainer, args, names):
     assert_one_line_error(train(*args), *names)

@@ -215,6 +215,81 @@ def test_k_thresholds_sit_above_the_floor(f, ratio, step):
     assert out[S.RL_K_LOOP_MULT] == pytest.approx(2 * K + step * KL.K_STEP, rel=1e-6)
 
 
+# ------------------------------------------------------ --k-noise-band: the ratio's scatter and K's band
+NOISE = AN.FLAG_ANCHORS | AN.FLAG_K_NOISE
+
+
+@pytest.mark.parametrize("ratio", [0.93, 0.99, 5.0])
+def test_k_noise_band_measures_the_ratios_mean_and_variance(rng, ratio):
+    """m <- m + a d, s^2 <- (1 - a)(s^2 + a d^2), d = min(ratio, 1) - m, a = K_FLOOR_LEAK; the first ratio
+    sets m; without the flag, or on a step without a PPO/V update, both hold."""
+    m, v = rng.uniform(0.85, 0.97), rng.uniform(1e-5, 1e-3)
+    seed = _seeded(rng) | {S.RL_ADV_VAR_EMA: ratio, S.RL_RETURN_VAR_EMA: 1.0, S.RL_K_RATIO_MEAN: m,
+                           S.RL_K_RATIO_VAR: v, S.RL_K_RATIO_FLOOR: 0.8}
+    out = _run_anchors(seed, NOISE)
+    a, d = AN.K_FLOOR_LEAK, min(ratio, 1.0) - m
+    assert out[S.RL_K_RATIO_MEAN] == pytest.approx(m + a * d, rel=1e-6)
+    assert out[S.RL_K_RATIO_VAR] == pytest.approx((1 - a) * (v + a * d * d), rel=1e-5)
+    assert out[S.RL_K_RATIO_FLOOR] == pytest.approx(0.8 + a * (min(ratio, 1.0) - 0.8), rel=1e-6)  # as without
+    first = _run_anchors(seed | {S.RL_K_RATIO_MEAN: 0.0, S.RL_K_RATIO_VAR: 0.0}, NOISE)
+    assert first[S.RL_K_RATIO_MEAN] == np.float32(min(ratio, 1.0)) and first[S.RL_K_RATIO_VAR] == 0.0
+    for out in (_run_anchors(seed), _run_anchors(seed, NOISE, ppo_update=False)):
+        assert out[S.RL_K_RATIO_MEAN] == np.float32(m) and out[S.RL_K_RATIO_VAR] == np.float32(v)
+
+
+@pytest.mark.parametrize("ratio,mean,var,step", [
+    (0.97, 0.95, 0.0, 1),            # no scatter measured: the band's upper edge f + 0.5 (1 - f) = 0.95
+    (0.97, 0.95, 0.02 ** 2, 0),      # m + 2 s = 0.99 > 0.97: within the ratio's scatter, holds
+    (0.995, 0.95, 0.02 ** 2, 1),     # beyond it: steps up
+    (0.955, 0.95, 0.005 ** 2, 0),    # m + 2 s = 0.96: the band alone would step up
+    (0.945, 0.92, 0.01 ** 2, 0),     # m + 2 s = 0.94 below the band's edge: the band's rule
+    (0.96, 0.92, 0.01 ** 2, 1),
+    (0.905, 0.95, 0.02 ** 2, -1)])   # the lower edge f + 0.1 (1 - f) as before
+def test_k_noise_band_raises_only_the_upper_threshold(ratio, mean, var, step):
+    out = run_scalar(KL.rl_k_loop_controller, {S.RL_K_LOOP_MULT: 2 * K, S.RL_ADV_VAR_EMA: ratio,
+                                                S.RL_RETURN_VAR_EMA: 1.0, S.RL_K_RATIO_FLOOR: 0.9,
+                                                S.RL_K_RATIO_MEAN: mean, S.RL_K_RATIO_VAR: var})
+    assert out[S.RL_K_LOOP_MULT] == pytest.approx(2 * K + step * KL.K_STEP, rel=1e-6)
+
+
+def _k_walk(seed, flags, means, sd):
+    """The NumPy references of the anchors and the K controller over one PPO/V update per entry of ``means``,
+    whose advantage-variance ratio is an AR(1) series (the variance EMAs' memory of ~100 updates) about that
+    mean with standard deviation ``sd``, capped at 1. K after each update."""
+    rng = np.random.default_rng(seed)
+    isv = seeded_isv({S.RL_K_LOOP_MULT: K, S.RL_RETURN_VAR_EMA: 1.0})
+    rho, x, ks = 0.99, 0.0, []
+    for mean in means:
+        x = rho * x + math.sqrt(1 - rho * rho) * rng.normal()
+        isv[S.RL_ADV_VAR_EMA] = np.float32(min(mean + sd * x, 1.0))
+        R.rl_anchor_controller(isv, flags)
+        R.rl_k_loop_controller(isv)
+        ks.append(S.decode_k(isv))
+    return np.array(ks)
+
+
+@pytest.mark.parametrize("mean,sd", [(0.95, 0.02), (0.97, 0.02), (0.9, 0.035)])
+def test_k_noise_band_keeps_k_off_k_max_on_a_scattered_ratio(mean, sd):
+    """A fit that never changes, its ratio scattered as on B = 16's GOOG L5 (0.93-0.99 with dips to 0.90:
+    LEARNING.md). Over 3,000 updates (a 50k-step run at --rollout 16) after 1,000 to warm: the band alone has
+    K at K_MAX in about half of them (the floor at the dips, the ratio above f + 0.5 (1 - f) most of the
+    time); with the scatter measured K stays low and still moves."""
+    means = np.full(4000, mean)
+    band = np.concatenate([_k_walk(s, AN.FLAG_ANCHORS, means, sd)[1000:] for s in range(3)])
+    noise = np.concatenate([_k_walk(s, NOISE, means, sd)[1000:] for s in range(3)])
+    assert np.mean(band == S.K_MAX) > 0.3 and np.mean(noise == S.K_MAX) < 0.2, (band.mean(), noise.mean())
+    assert noise.mean() < 2.0
+
+
+def test_k_noise_band_still_answers_a_fit_that_falls_behind():
+    """The ratio at 0.6 for 2,000 updates, then at 0.9 (the baseline lost its fit): K climbs with the band as
+    without the scatter rule, since the ratio is far above both the band's edge and its own usual level."""
+    means = np.r_[np.full(2000, 0.6), np.full(200, 0.9)]
+    for flags in (AN.FLAG_ANCHORS, NOISE):
+        ks = _k_walk(0, flags, means, 0.01)
+        assert (ks[:2000] == 1).mean() > 0.9 and ks[-1] == S.K_MAX, flags
+
+
 # ------------------------------------------------------ --pace-policy: the KL paces the policy's step
 PACE = AN.FLAG_ANCHORS | AN.FLAG_PACE
 PI = HEADS[AN.PI_HEAD]

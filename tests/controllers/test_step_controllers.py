@@ -28,12 +28,15 @@ def _preseeded_isv(rng):
     return v
 
 
-@pytest.mark.parametrize("anchors, pace", [(False, False), (True, False), (True, True)],
-                         ids=["fixed", "anchors", "paced"])
-def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors, pace):
+@pytest.mark.parametrize("anchors, pace, k_noise", [(False, False, False), (True, False, False), (True, True, False),
+                                                    (True, False, True)],
+                         ids=["fixed", "anchors", "paced", "k_noise"])
+def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors, pace, k_noise):
     for _ in range(3):
         host = _preseeded_isv(rng)
-        ctl = Controllers(anchors=anchors, pace=pace)
+        # the K band's scatter: a mean near the ratio and a variance that moves the upper threshold
+        host[S.RL_K_RATIO_MEAN], host[S.RL_K_RATIO_VAR] = rng.uniform(0.3, 0.9), rng.uniform(1e-4, 0.05)
+        ctl = Controllers(anchors=anchors, pace=pace, k_noise=k_noise)
         seq = cuda.to_device(host)
         launch_signal_emas(ctl, seq)
         launch_controllers(ctl, seq)
@@ -46,7 +49,7 @@ def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors,
         assert not np.array_equal(got, host)
         ref = host.copy()
         reference_signal_emas(ref)
-        reference_controllers(ref, anchors=anchors, pace=pace)
+        reference_controllers(ref, anchors=anchors, pace=pace, k_noise=k_noise)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-7)
         paced = [S.RL_PI_REL_TARGET, S.RL_CLIP_EPS_ANCHOR]
         assert (got[paced] != 0).all() if pace else (got[paced] == 0).all()
@@ -55,3 +58,5 @@ def test_fused_step_equals_the_separate_kernels_and_the_references(rng, anchors,
         anchor_slots = [S.RL_KL_TARGET, S.RL_ENTROPY_TARGET, S.RL_K_RATIO_FLOOR] + [
             e + S.GN_TARGET_OFFSET for e in S.GRAD_NORM_EMA_SLOTS]
         assert (got[anchor_slots] != 0).all() if anchors else (got[anchor_slots] == 0).all()
+        moments = [S.RL_K_RATIO_MEAN, S.RL_K_RATIO_VAR]
+        assert (got[moments] != host[moments]).all() if k_noise else (got[moments] == host[moments]).all()

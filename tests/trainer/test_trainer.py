@@ -128,7 +128,8 @@ SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True
 @pytest.mark.slow
 @pytest.mark.skipif(target.on_simulator() is False, reason="the sim backend needs the CUDA simulator")
 # The grid path rides with the switches on: one simulated step each (~a minute) covers both.
-@pytest.mark.parametrize("switches, grid", [({}, False), (SIGNALS_ON, True)], ids=["fixed", "signals-replay-grid"])
+@pytest.mark.parametrize("switches, grid", [({}, False), ({**SIGNALS_ON, "k_noise_band": True}, True)],
+                         ids=["fixed", "signals-replay-grid"])
 def test_one_step_numpy_and_kernels_agree(switches, grid):
     """One step from the same state: the kernels (sim backend) and the NumPy references agree, with the
     reward normaliser, the adaptive support and the anchors off and on, and with the replay's draw and
@@ -184,6 +185,18 @@ def test_numpy_backend_launches_no_kernel(monkeypatch):
     assert np.isfinite(tr.read_isv()[S.RL_LOSS_Q])
 
 
+def _resumed(cfg, n: int, k: int | None = None) -> dict:
+    """The state after n steps, a checkpoint into a new trainer, and n more (``k``: K from the start)."""
+    b = IntegratedTrainer(cfg, MARKET)
+    if k is not None:
+        b.ops.isv[S.RL_K_LOOP_MULT] = k * S.K_FIXED_POINT
+    b.run(n)
+    c = IntegratedTrainer(cfg, MARKET)
+    c.load_state_dict(b.state_dict())
+    c.run(n)
+    return c.state_dict()
+
+
 def test_signals_switches_run_deterministic_and_resume_bit_identically():
     """--reward-norm --adaptive-support --adaptive-anchors: every ISV slot in range, the new statistics
     moving, same seed same bits, and N steps + checkpoint + N steps == 2N steps (the running returns are
@@ -198,12 +211,7 @@ def test_signals_switches_run_deterministic_and_resume_bit_identically():
     assert isv[S.RL_SUPPORT_V_MAX] != 10.0 and isv[S.RL_SUPPORT_V_MIN] == -isv[S.RL_SUPPORT_V_MAX]
     assert (isv[[S.RL_OBS_Q_REL_UPDATE + k for k in range(6)]] > 0).all()
     assert (isv[[e + S.GN_TARGET_OFFSET for e in S.GRAD_NORM_EMA_SLOTS]] > 0).all()
-    b = IntegratedTrainer(cfg, MARKET)
-    b.run(3)
-    c = IntegratedTrainer(cfg, MARKET)
-    c.load_state_dict(b.state_dict())
-    c.run(3)
-    _state_equal(a.state_dict(), c.state_dict())
+    _state_equal(a.state_dict(), _resumed(cfg, 3))
 
 
 def test_paced_policy_step_moves_and_resumes_bit_identically():
@@ -223,13 +231,23 @@ def test_paced_policy_step_moves_and_resumes_bit_identically():
     # the first iteration's KL is the drift since the rollout acted (the encoder moved under Q on the collect
     # step): positive, and the last iteration's (after this update's own policy step) differs from it
     assert isv[S.RL_OBS_KL_FIRST] > 0 and isv[S.RL_OBS_KL] != isv[S.RL_OBS_KL_FIRST]
-    b = IntegratedTrainer(cfg, MARKET)
-    b.ops.isv[S.RL_K_LOOP_MULT] = 2 * S.K_FIXED_POINT
-    b.run(4)
-    c = IntegratedTrainer(cfg, MARKET)
-    c.load_state_dict(b.state_dict())
-    c.run(4)
-    _state_equal(a.state_dict(), c.state_dict())
+    _state_equal(a.state_dict(), _resumed(cfg, 4, k=2))
+
+
+def test_k_noise_band_measures_the_ratio_and_resumes_bit_identically():
+    """--k-noise-band with rollouts: the ratio's running mean is written on the update steps (the first ratio
+    as is, then moved at K_FLOOR_LEAK), its variance from the second update on; off, both stay 0;
+    N + checkpoint + N == 2N."""
+    cfg = _cfg(rollout=2, k_noise_band=True, **SIGNALS_ON)
+    a = IntegratedTrainer(cfg, MARKET)
+    a.run(8)
+    isv = a.read_isv()
+    _check_isv_in_range(isv)
+    assert 0 < isv[S.RL_K_RATIO_MEAN] <= 1 and 0 < isv[S.RL_K_RATIO_VAR] < 1
+    off = IntegratedTrainer(_cfg(rollout=2, **SIGNALS_ON), MARKET)
+    off.run(8)
+    assert off.read_isv()[S.RL_K_RATIO_MEAN] == 0 and off.read_isv()[S.RL_K_RATIO_VAR] == 0
+    _state_equal(a.state_dict(), _resumed(cfg, 4))
 
 
 def test_signals_off_leaves_their_slots_and_the_replay_as_before():
