@@ -84,10 +84,10 @@ def run_columns(run_dir: Path, result_file: Path | None = None) -> dict | None:
 
 def block_trend(values: np.ndarray, weights: np.ndarray) -> tuple[float, float, float] | None:
     """Least-squares slope of per-block values against the block index, times the number of blocks (the
-    change over the stretch the blocks cover), and its 95 % t interval; None with fewer than three blocks
-    or a block of zero weight."""
+    change over the stretch the blocks cover), and its 95 % t interval; None unless there are TREND_BLOCKS
+    values (the t quantile is for their degrees of freedom) or with a block of zero weight."""
     n = values.size
-    if n < 3 or not np.all(weights > 0):
+    if n != TREND_BLOCKS or not np.all(weights > 0):
         return None
     t = np.arange(n, dtype=np.float64) - (n - 1) / 2.0
     slope = float(np.sum(t * (values - values.mean())) / np.sum(t * t))
@@ -97,20 +97,17 @@ def block_trend(values: np.ndarray, weights: np.ndarray) -> tuple[float, float, 
     return slope * n, (slope - half) * n, (slope + half) * n
 
 
-def realised_trends(steps: np.ndarray, pnl_total: np.ndarray, trades_total: np.ndarray,
-                    blocks: int = TREND_BLOCKS) -> dict | None:
+def realised_trends(steps: np.ndarray, pnl_total: np.ndarray, trades_total: np.ndarray) -> dict | None:
     """Over rows given as cumulative run totals: the closed trades' realised PnL a trade and a step in
-    each of ``blocks`` consecutive stretches, with each one's trend over the stretches (``block_trend``).
+    each of TREND_BLOCKS consecutive stretches, with each one's trend over the stretches (``block_trend``).
     A trade's PnL may fall while the PnL a step rises (more trades, each earning less): the return the
     agent maximises is the PnL a step. None where a block closed no trade or covers no step."""
-    edges = np.linspace(0, steps.size - 1, blocks + 1).round().astype(int)
+    edges = np.linspace(0, steps.size - 1, TREND_BLOCKS + 1).round().astype(int)
     d_pnl, d_trades, d_steps = (np.diff(x[edges].astype(np.float64)) for x in (pnl_total, trades_total, steps))
     if not (np.all(d_trades > 0) and np.all(d_steps > 0)):
         return None
     per_trade, per_step = d_pnl / d_trades, d_pnl / d_steps
     trade_trend, step_trend = block_trend(per_trade, d_trades), block_trend(per_step, d_steps)
-    if trade_trend is None or step_trend is None:
-        return None
     return {"pnl_per_trade": float(d_pnl.sum() / d_trades.sum()), "pnl_per_trade_trend": trade_trend[0],
             "pnl_per_trade_trend_ci": list(trade_trend[1:]), "pnl_per_step": float(d_pnl.sum() / d_steps.sum()),
             "pnl_per_step_trend": step_trend[0], "pnl_per_step_trend_ci": list(step_trend[1:])}
