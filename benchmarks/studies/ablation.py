@@ -7,7 +7,11 @@ keep), the learning issue's in-sample targets over the second half of each run: 
 rows with each learning rate off its clamps, K at K_MAX, the PPO clip at a bound, whether alpha left
 1, the reward per trade EMA at the end and its trend.
 
-Usage: python benchmarks/studies/ablation.py STUDY_DIR [STUDY_DIR ...] [--policy sampled] [--out FILE.md]
+With ``--against VARIANT``: each other variant's held-out PnL minus VARIANT's on the same dataset and
+seed (what a change bought, paired, with its bootstrap interval).
+
+Usage: python benchmarks/studies/ablation.py STUDY_DIR [STUDY_DIR ...] [--policy sampled] [--against VARIANT]
+       [--out FILE.md]
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import numpy as np
 from alpharl import isv as S
 from alpharl.report import ReportError, load_run
 from alpharl.signals import TRADE_TOTALS
-from alpharl.study import OK, RESULT_FILE, STUDY_FILE, read_json, trial_folder
+from alpharl.study import OK, RESULT_FILE, STUDY_FILE, paired_comparison, read_json, trial_folder
 
 #: The learning rates whose clamps the targets speak of (bounds: the ISV's slots, S.BY_NAME).
 LR_SLOTS = ("lr_q", "lr_pi", "lr_v")
@@ -36,6 +40,8 @@ TREND_BLOCKS = 10
 #: Two-sided 95 % quantile of Student's t with TREND_BLOCKS - 2 degrees of freedom.
 T_975_DOF8 = 2.306
 assert TREND_BLOCKS == 10, "T_975_DOF8 is the quantile for 8 degrees of freedom"
+#: A run counts as having K pinned at K_MAX when K is there in at least this share of its second half's rows.
+K_PINNED_SHARE = 0.5
 
 
 def _money(x: float | None) -> str:
@@ -61,6 +67,33 @@ def held_out_rows(study: dict, policy: str) -> list[dict]:
                      "diff_ci": vs_join["diff_ci"], "above_join": vs_join["wins"] + vs_join["ties"],
                      "below_hold": vs_hold["losses"], "improve": None if improve is None else improve["mean"],
                      "above_improve": None if vs_improve is None else vs_improve["wins"] + vs_improve["ties"]})
+    return rows
+
+
+def trial_values(study: dict, policy: str) -> dict[tuple[str, str], dict[int, float]]:
+    """Held-out PnL of ``policy`` per (dataset, variant) and seed, from the succeeded trials."""
+    values: dict[tuple[str, str], dict[int, float]] = {}
+    for t in study["trials"]:
+        p = (t.get("policies") or {}).get(policy) if t["status"] == OK else None
+        if p is not None and p.get("pnl") is not None:
+            values.setdefault((t["dataset"], t["variant"]), {})[int(t["seed"])] = float(p["pnl"])
+    return values
+
+
+def against_rows(values: dict[tuple[str, str], dict[int, float]], reference: str) -> list[dict]:
+    """Per dataset, each variant other than ``reference`` minus ``reference`` over the seeds both ran
+    (``alpharl.study.paired_comparison``); a dataset ``reference`` did not run has no rows."""
+    rows = []
+    for (dataset, variant), by_seed in sorted(values.items()):
+        ref = values.get((dataset, reference))
+        if variant == reference or ref is None:
+            continue
+        seeds = sorted(by_seed.keys() & ref.keys())
+        if not seeds:
+            continue
+        c = paired_comparison([by_seed[k] for k in seeds], [ref[k] for k in seeds])
+        rows.append({"dataset": dataset, "variant": variant, "reference": reference, "seeds": seeds,
+                     "diff": c["mean_diff"], "diff_ci": c["diff_ci"], "wins": c["wins"], "ties": c["ties"]})
     return rows
 
 
@@ -127,8 +160,11 @@ def run_targets(run_dir: Path, result_file: Path | None = None) -> dict | None:
         x = np.asarray(cols[name])[half]
         s = S.BY_NAME[name]
         out[f"{name}_off"] = float(np.mean(~(_at(x, s.lo) | _at(x, s.hi))))
-    k = np.asarray(cols["k_loop_mult"])[half]
+    k_all = np.asarray(cols["k_loop_mult"])
+    k = k_all[half]
     out["k_at_max"] = float(np.mean(_at(k, S.BY_NAME["k_loop_mult"].hi)))
+    # the whole run's rows with a second learning iteration (K = round(mult / K_FIXED_POINT) >= 2)
+    out["k_above_1_run"] = float(np.mean(np.round(k_all / S.K_FIXED_POINT) >= 2))
     eps = np.asarray(cols["ppo_clip_eps"])[half]
     s = S.BY_NAME["ppo_clip_eps"]
     out["clip_at_bound"] = float(np.mean(_at(eps, s.lo) | _at(eps, s.hi)))
@@ -145,21 +181,32 @@ def run_targets(run_dir: Path, result_file: Path | None = None) -> dict | None:
     return out
 
 
-def target_rows(folder: Path, study: dict) -> list[dict]:
-    """Per (dataset, variant): medians / counts of ``run_targets`` over the trials of ``study`` (its
-    study.json, in ``folder``) whose run folders kept their diagnostics."""
-    groups: dict[tuple[str, str], list[dict]] = {}
+def per_run_targets(folder: Path, study: dict) -> list[dict]:
+    """``run_targets`` of each succeeded trial of ``study`` (its study.json, in ``folder``) whose run
+    folder or result.json kept its diagnostics, with its dataset, variant and seed."""
+    runs = []
     for trial in study["trials"]:
         record = trial_folder(folder, trial["dataset"], trial["variant"], trial["seed"]) / RESULT_FILE
         t = run_targets(folder / trial["run_dir"], record) if trial["status"] == OK else None
         if t is not None:
-            groups.setdefault((trial["dataset"], trial["variant"]), []).append(t)
+            runs.append({"dataset": trial["dataset"], "variant": trial["variant"], "seed": trial["seed"], **t})
+    return runs
+
+
+def target_rows(folder: Path, study: dict, runs: list[dict] | None = None) -> list[dict]:
+    """Per (dataset, variant): medians / counts of ``run_targets`` over the trials of ``study`` (its
+    study.json, in ``folder``) whose run folders kept their diagnostics (``runs``: their
+    ``per_run_targets``, read here when not given)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for t in per_run_targets(folder, study) if runs is None else runs:
+        groups.setdefault((t["dataset"], t["variant"]), []).append(t)
     rows = []
     for (dataset, variant), ts in groups.items():
         row = {"dataset": dataset, "variant": variant, "runs": len(ts)}
         for key in [f"{n}_off" for n in LR_SLOTS] + ["k_at_max", "clip_at_bound", "rpt_end", "rpt_trend"]:
             row[key] = float(np.median([t[key] for t in ts]))
         row["alpha_left_1"] = sum(t["alpha_left_1"] for t in ts)
+        row["k_pinned"] = sum(t["k_at_max"] >= K_PINNED_SHARE for t in ts)
         row["rpt_end_min"] = min(t["rpt_end"] for t in ts)
         real = [t["realised"] for t in ts if t["realised"] is not None]
         row["realised_runs"] = len(real)
@@ -177,7 +224,7 @@ def _trend(row: dict, key: str) -> str:
     return f"{row[f'{key}_trend']:+.2f} ({row[f'{key}_falling']}/{row['realised_runs']})"
 
 
-def markdown(held: list[dict], targets: list[dict], policy: str) -> str:
+def markdown(held: list[dict], targets: list[dict], policy: str, against: list[dict] | None = None) -> str:
     lines = [f"## Held-out net PnL in $ of the {policy} policy against join (paired by seed)", "",
              "| dataset | variant | n | policy mean [95 % CI] | join mean | policy − join [95 % CI] | seeds ≥ join | seeds < hold "
              "| improve mean | seeds ≥ improve |",
@@ -204,18 +251,27 @@ def markdown(held: list[dict], targets: list[dict], policy: str) -> str:
                      f"| {ge_improve} |")
     if targets:
         lines += ["", "## In-sample learning targets (second half of each run; medians over the runs with diagnostics)", "",
-                  "| dataset | variant | runs | lr_q off clamps | lr_pi off | lr_v off | K at K_MAX | clip at a bound | runs where α left 1 | reward/trade EMA at end (min) | its trend over the half | realised $ a trade: trend (runs falling) | $ a step: trend (runs falling) |",
+                  "| dataset | variant | runs | lr_q off clamps | lr_pi off | lr_v off | K at K_MAX (runs pinned) | clip at a bound | runs where α left 1 | reward/trade EMA at end (min) | its trend over the half | realised $ a trade: trend (runs falling) | $ a step: trend (runs falling) |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(targets, key=lambda r: (r["dataset"], r["variant"])):
             lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {r['runs']} | "
-                         f"{r['lr_q_off']:.0%} | {r['lr_pi_off']:.0%} | {r['lr_v_off']:.0%} | {r['k_at_max']:.0%} | "
+                         f"{r['lr_q_off']:.0%} | {r['lr_pi_off']:.0%} | {r['lr_v_off']:.0%} | {r['k_at_max']:.0%} ({r['k_pinned']}) | "
                          f"{r['clip_at_bound']:.0%} | {r['alpha_left_1']}/{r['runs']} | {r['rpt_end']:.1f} "
                          f"({r['rpt_end_min']:.1f}) | {r['rpt_trend']:+.1f} | {_trend(r, 'pnl_per_trade')} | "
                          f"{_trend(r, 'pnl_per_step')} |")
         lines += ["", "Realised trends: the second half cut into ten blocks, each block's closed-trade PnL a trade "
                       "(a step), its least-squares change over the half (median over runs) and the runs whose 95 % "
                       "t interval of that change lies below zero, out of the runs whose diagnostics hold the trade "
-                      "totals."]
+                      "totals. Runs pinned: K at K_MAX in at least half of the second half's rows."]
+    if against:
+        ref = against[0]["reference"]
+        lines += ["", f"## Held-out net PnL in $ of the {policy} policy, each variant against `{ref}` (paired by dataset "
+                      "and seed)", "",
+                  f"| dataset | variant | seeds | variant − {ref} [95 % CI] | seeds above | seeds equal |",
+                  "|---|---|---|---|---|---|"]
+        for r in against:
+            lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {len(r['seeds'])} | "
+                         f"{_money(r['diff'])} {_ci(r['diff_ci'])} | {r['wins']}/{len(r['seeds'])} | {r['ties']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -223,9 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("studies", nargs="+", type=Path, help="alpharl study output folders")
     ap.add_argument("--policy", default="sampled", choices=("sampled", "greedy"))
+    ap.add_argument("--against", default=None, metavar="VARIANT",
+                    help="also each other variant minus VARIANT, paired by dataset and seed")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown here (default: print it)")
+    ap.add_argument("--runs", type=Path, default=None, metavar="FILE.json",
+                    help="also write each run's in-sample targets (dataset, variant, seed) as JSON")
     args = ap.parse_args(argv)
-    held, targets = [], []
+    held, targets, values, runs = [], [], {}, []
     for folder in args.studies:
         path = folder / STUDY_FILE
         if not path.is_file():
@@ -233,8 +293,20 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         study = json.loads(path.read_text())
         held += held_out_rows(study, args.policy)
-        targets += target_rows(folder, study)
-    text = markdown(held, targets, args.policy)
+        folder_runs = per_run_targets(folder, study)
+        runs += folder_runs
+        targets += target_rows(folder, study, folder_runs)
+        for key, by_seed in trial_values(study, args.policy).items():
+            values.setdefault(key, {}).update(by_seed)
+    against = None
+    if args.against is not None:
+        if not any(v == args.against for _, v in values):
+            print(f"ablation: --against {args.against}: no such variant in these studies", file=sys.stderr)
+            return 2
+        against = against_rows(values, args.against)
+    text = markdown(held, targets, args.policy, against)
+    if args.runs:
+        args.runs.write_text(json.dumps(runs, indent=1) + "\n")
     if args.out:
         args.out.write_text(text)
     else:

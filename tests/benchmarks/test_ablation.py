@@ -130,3 +130,44 @@ def test_trade_totals_reach_the_targets_table(small_study):
     assert "realised $ a trade: trend (runs falling)" in text
     for r in rows:
         assert 0 <= r["pnl_per_trade_falling"] <= r["realised_runs"] <= r["runs"]
+
+
+def test_against_a_variant_is_paired_by_dataset_and_seed(small_study, tmp_path, capsys):
+    """--against plain: horizon's held-out PnL minus plain's, seed by seed, with the study's paired bootstrap;
+    a seed only one variant ran is left out; an unknown variant is a one-line error."""
+    from alpharl.study import paired_comparison
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    values = ab.trial_values(study, "sampled")
+    key = ("AMZN_2012-06-21_5_cut", "horizon")
+    ref = ("AMZN_2012-06-21_5_cut", "plain")
+    assert set(values[key]) == set(values[ref]) == {0, 1}
+    want = paired_comparison([values[key][0], values[key][1]], [values[ref][0], values[ref][1]])
+    (row,) = ab.against_rows(values, "plain")
+    assert row["variant"] == "horizon" and row["seeds"] == [0, 1]
+    assert row["diff"] == pytest.approx(want["mean_diff"]) and row["diff_ci"] == pytest.approx(want["diff_ci"])
+    assert row["wins"] == want["wins"] and row["ties"] == want["ties"]
+    shifted = {key: {0: values[key][0] + 7.0, 1: values[key][1] + 7.0, 5: 1e9}, ref: values[ref]}
+    (moved,) = ab.against_rows(shifted, "plain")
+    assert moved["seeds"] == [0, 1] and moved["diff"] == pytest.approx(row["diff"] + 7.0)
+    md = tmp_path / "a.md"
+    runs = tmp_path / "runs.json"
+    assert ab.main([str(small_study), "--against", "plain", "--runs", str(runs), "--out", str(md)]) == 0
+    assert "each variant against `plain`" in md.read_text()
+    per_run = json.loads(runs.read_text())
+    assert {(r["variant"], r["seed"]) for r in per_run} == {("horizon", 0), ("horizon", 1)}
+    assert all(0.0 <= r["k_above_1_run"] <= 1.0 for r in per_run)
+    assert ab.main([str(small_study), "--against", "nosuch"]) == 2
+    assert "--against nosuch" in capsys.readouterr().err
+
+
+def test_runs_pinned_at_k_max_are_counted(small_study):
+    """A run counts as pinned when K is at K_MAX in at least K_PINNED_SHARE of its second half's rows."""
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    runs = ab.per_run_targets(small_study, study)
+    assert runs and all(r["k_at_max"] == 0.0 for r in runs)   # 8 steps: K never leaves 1
+    runs[0] = dict(runs[0], k_at_max=ab.K_PINNED_SHARE)
+    (row,) = ab.target_rows(small_study, study, runs)
+    assert row["k_pinned"] == 1 and row["runs"] == len(runs)
+    assert " (1) |" in ab.markdown([], [row], "sampled")
