@@ -11,7 +11,7 @@ With ``--against VARIANT``: each other variant's held-out PnL minus VARIANT's on
 seed (what a change bought, paired, with its bootstrap interval).
 
 Usage: python benchmarks/studies/ablation.py STUDY_DIR [STUDY_DIR ...] [--policy sampled] [--against VARIANT]
-       [--out FILE.md]
+       [--out FILE.md] [--runs FILE.json]
 """
 from __future__ import annotations
 
@@ -224,7 +224,9 @@ def _trend(row: dict, key: str) -> str:
     return f"{row[f'{key}_trend']:+.2f} ({row[f'{key}_falling']}/{row['realised_runs']})"
 
 
-def markdown(held: list[dict], targets: list[dict], policy: str, against: list[dict] | None = None) -> str:
+def markdown(held: list[dict], targets: list[dict], policy: str,
+             against: tuple[str, list[dict]] | None = None) -> str:
+    """The tables; ``against``: (the reference variant, its ``against_rows``)."""
     lines = [f"## Held-out net PnL in $ of the {policy} policy against join (paired by seed)", "",
              "| dataset | variant | n | policy mean [95 % CI] | join mean | policy − join [95 % CI] | seeds ≥ join | seeds < hold "
              "| improve mean | seeds ≥ improve |",
@@ -263,13 +265,15 @@ def markdown(held: list[dict], targets: list[dict], policy: str, against: list[d
                       "(a step), its least-squares change over the half (median over runs) and the runs whose 95 % "
                       "t interval of that change lies below zero, out of the runs whose diagnostics hold the trade "
                       "totals. Runs pinned: K at K_MAX in at least half of the second half's rows."]
-    if against:
-        ref = against[0]["reference"]
+    if against is not None:
+        ref, rows = against
         lines += ["", f"## Held-out net PnL in $ of the {policy} policy, each variant against `{ref}` (paired by dataset "
                       "and seed)", "",
                   f"| dataset | variant | seeds | variant − {ref} [95 % CI] | seeds above | seeds equal |",
                   "|---|---|---|---|---|---|"]
-        for r in against:
+        if not rows:
+            lines.append(f"| - | no other variant ran a day and seed that `{ref}` ran | | | | |")
+        for r in rows:
             lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {len(r['seeds'])} | "
                          f"{_money(r['diff'])} {_ci(r['diff_ci'])} | {r['wins']}/{len(r['seeds'])} | {r['ties']} |")
     return "\n".join(lines) + "\n"
@@ -303,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         if not any(v == args.against for _, v in values):
             print(f"ablation: --against {args.against}: no such variant in these studies", file=sys.stderr)
             return 2
-        against = against_rows(values, args.against)
+        against = (args.against, against_rows(values, args.against))
     text = markdown(held, targets, args.policy, against)
     if args.runs:
         args.runs.write_text(json.dumps(runs, indent=1) + "\n")

@@ -171,3 +171,16 @@ def test_runs_pinned_at_k_max_are_counted(small_study):
     (row,) = ab.target_rows(small_study, study, runs)
     assert row["k_pinned"] == 1 and row["runs"] == len(runs)
     assert " (1) |" in ab.markdown([], [row], "sampled")
+
+
+def test_against_a_variant_alone_says_so(small_study, tmp_path):
+    """--against a variant no other variant shares a day and seed with: the section says so instead of
+    leaving out its table."""
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    alone = dict(study, trials=[t for t in study["trials"] if t["variant"] == "plain"])
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "study.json").write_text(json.dumps(alone))
+    md = tmp_path / "a.md"
+    assert ab.main([str(tmp_path / "alone"), "--against", "plain", "--out", str(md)]) == 0
+    assert "no other variant ran a day and seed that `plain` ran" in md.read_text()
