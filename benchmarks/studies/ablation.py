@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from alpharl import isv as S
+from alpharl.actions import Action
 from alpharl.report import ReportError, load_run
 from alpharl.signals import TRADE_TOTALS
 from alpharl.study import OK, RESULT_FILE, STUDY_FILE, paired_comparison, read_json, trial_folder
@@ -42,6 +43,12 @@ T_975_DOF8 = 2.306
 assert TREND_BLOCKS == 10, "T_975_DOF8 is the quantile for 8 degrees of freedom"
 #: A run counts as having K pinned at K_MAX when K is there in at least this share of its second half's rows.
 K_PINNED_SHARE = 0.5
+#: The resting-quote actions of each side (eval's action_share names them in lower case).
+QUOTE_SIDES = ((Action.JOIN_BID, Action.IMPROVE_BID), (Action.JOIN_ASK, Action.IMPROVE_ASK))
+#: A seed quotes one-sidedly when one side's quotes take at least this share of its held-out steps: a side
+#: the policy seldom picks is seldom re-posted after a fill, so the position runs to one side and the trades
+#: dry up (study_2026-12-05_knoise: the three seeds below join at 0.87-0.92, every other run at most 0.81).
+ONE_SIDED_SHARE = 0.85
 
 
 def _money(x: float | None) -> str:
@@ -53,8 +60,10 @@ def _ci(ci) -> str:
 
 
 def held_out_rows(study: dict, policy: str) -> list[dict]:
-    """One row per (dataset, variant): policy and baseline means, the paired difference to join, and
-    improve's mean and the seeds at or above it (None in a study from before the improve baseline)."""
+    """One row per (dataset, variant): policy and baseline means, the paired difference to join,
+    improve's mean and the seeds at or above it (None in a study from before the improve baseline), and
+    the seeds that quoted one-sidedly (``one_sided_seeds``; None before eval kept action shares)."""
+    one_sided = one_sided_seeds(study, policy)
     rows = []
     for s in study["summary"]:
         p, join = s["policies"].get(policy), s["policies"].get("join")
@@ -66,7 +75,8 @@ def held_out_rows(study: dict, policy: str) -> list[dict]:
                      "policy_ci": p["ci"], "join": join["mean"], "diff": vs_join["mean_diff"],
                      "diff_ci": vs_join["diff_ci"], "above_join": vs_join["wins"] + vs_join["ties"],
                      "below_hold": vs_hold["losses"], "improve": None if improve is None else improve["mean"],
-                     "above_improve": None if vs_improve is None else vs_improve["wins"] + vs_improve["ties"]})
+                     "above_improve": None if vs_improve is None else vs_improve["wins"] + vs_improve["ties"],
+                     "one_sided": one_sided.get((s["dataset"], s["variant"]))})
     return rows
 
 
@@ -78,6 +88,27 @@ def trial_values(study: dict, policy: str) -> dict[tuple[str, str], dict[int, fl
         if p is not None and p.get("pnl") is not None:
             values.setdefault((t["dataset"], t["variant"]), {})[int(t["seed"])] = float(p["pnl"])
     return values
+
+
+def one_side_share(action_share: dict[str, float] | None) -> float | None:
+    """The larger of the two sides' shares of the steps spent quoting (join + improve) on that side;
+    None for an evaluation from before eval recorded action shares."""
+    if not action_share:
+        return None
+    return max(sum(action_share.get(a.name.lower(), 0.0) for a in side) for side in QUOTE_SIDES)
+
+
+def one_sided_seeds(study: dict, policy: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per (dataset, variant): the seeds whose ``policy`` quoted one-sidedly held out (one side's quotes at
+    least ONE_SIDED_SHARE of the steps), out of the seeds whose evaluation kept action shares."""
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for t in study["trials"]:
+        p = (t.get("policies") or {}).get(policy) if t["status"] == OK else None
+        share = one_side_share((p or {}).get("action_share"))
+        if share is not None:
+            n, k = out.get((t["dataset"], t["variant"]), (0, 0))
+            out[(t["dataset"], t["variant"])] = (n + (share >= ONE_SIDED_SHARE), k + 1)
+    return out
 
 
 def against_rows(values: dict[tuple[str, str], dict[int, float]], reference: str) -> list[dict]:
@@ -229,14 +260,15 @@ def markdown(held: list[dict], targets: list[dict], policy: str,
     """The tables; ``against``: (the reference variant, its ``against_rows``)."""
     lines = [f"## Held-out net PnL in $ of the {policy} policy against join (paired by seed)", "",
              "| dataset | variant | n | policy mean [95 % CI] | join mean | policy − join [95 % CI] | seeds ≥ join | seeds < hold "
-             "| improve mean | seeds ≥ improve |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| improve mean | seeds ≥ improve | seeds one-sided |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(held, key=lambda r: (r["dataset"], r["variant"])):
         above_improve = "-" if r["above_improve"] is None else f"{r['above_improve']}/{r['n']}"
+        one_sided = "-" if r.get("one_sided") is None else f"{r['one_sided'][0]}/{r['one_sided'][1]}"
         lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {r['n']} | "
                      f"{_money(r['policy'])} {_ci(r['policy_ci'])} | {_money(r['join'])} | {_money(r['diff'])} "
                      f"{_ci(r['diff_ci'])} | {r['above_join']}/{r['n']} | {r['below_hold']} | {_money(r['improve'])} "
-                     f"| {above_improve} |")
+                     f"| {above_improve} | {one_sided} |")
     by_variant: dict[str, list[dict]] = {}
     for r in held:
         by_variant.setdefault(r["variant"], []).append(r)

@@ -52,7 +52,7 @@ def test_table_rows_and_targets(small_study, tmp_path):
     old = dict(study, summary=[dict(s, policies=without_improve(s["policies"])) for s in study["summary"]])
     rows_old = ab.held_out_rows(old, "greedy")
     assert all(r["improve"] is None and r["above_improve"] is None for r in rows_old)
-    assert all(line.endswith("| - | - |") for line in ab.markdown(rows_old, [], "greedy").splitlines()
+    assert all("| - | - |" in line for line in ab.markdown(rows_old, [], "greedy").splitlines()
                if line.startswith("| AMZN_2012-06-21_5_cut |"))
     targets = {r["variant"]: r for r in ab.target_rows(small_study, study)}
     assert targets["horizon"]["runs"] == 2 and 0.0 <= targets["horizon"]["lr_q_off"] <= 1.0
@@ -184,3 +184,29 @@ def test_against_a_variant_alone_says_so(small_study, tmp_path):
     md = tmp_path / "a.md"
     assert ab.main([str(tmp_path / "alone"), "--against", "plain", "--out", str(md)]) == 0
     assert "no other variant ran a day and seed that `plain` ran" in md.read_text()
+
+
+def test_one_sided_seeds_from_eval_action_shares(small_study):
+    """The larger side's quoting share (join + improve) of each seed's held-out steps; a seed counts as
+    one-sided at ONE_SIDED_SHARE or above; an evaluation without action shares counts in no column."""
+    ab = _ablation()
+    share = {"hold": 0.02, "join_bid": 0.05, "improve_bid": 0.83, "join_ask": 0.04, "improve_ask": 0.06}
+    assert ab.one_side_share(share) == pytest.approx(0.88)
+    assert ab.one_side_share(dict(share, improve_bid=0.30, improve_ask=0.59)) == pytest.approx(0.63)
+    assert ab.one_side_share(None) is None and ab.one_side_share({}) is None
+    study = json.loads((small_study / "study.json").read_text())
+    counts = ab.one_sided_seeds(study, "sampled")
+    assert set(counts) == {("AMZN_2012-06-21_5_cut", "plain"), ("AMZN_2012-06-21_5_cut", "horizon")}
+    for n, k in counts.values():
+        assert k == 2 and 0 <= n <= 2
+    lopsided = json.loads(json.dumps(study))
+    for t in lopsided["trials"]:
+        if t["variant"] == "plain" and t["seed"] == 0:
+            t["policies"]["sampled"]["action_share"] = share
+        if t["variant"] == "plain" and t["seed"] == 1:
+            del t["policies"]["sampled"]["action_share"]
+    assert ab.one_sided_seeds(lopsided, "sampled")[("AMZN_2012-06-21_5_cut", "plain")] == (1, 1)
+    rows = {r["variant"]: r for r in ab.held_out_rows(lopsided, "sampled")}
+    assert rows["plain"]["one_sided"] == (1, 1)
+    line = next(l for l in ab.markdown(list(rows.values()), [], "sampled").splitlines() if "| plain |" in l)
+    assert line.endswith("| 1/1 |")
