@@ -248,10 +248,16 @@ def slots_matching(pattern: str) -> list[Slot]:
 
 
 def decode_k(isv) -> int:
-    """K, the learning iterations per env step, from a host ISV: clamp(round(isv[404] / 2048), 1, K_MAX).
+    """K, the learning iterations per env step, from a host ISV (``k_of_mult`` of isv[404])."""
+    return k_of_mult(isv[RL_K_LOOP_MULT])
+
+
+def k_of_mult(mult) -> int:
+    """K from the K-loop multiplier (isv[404], e.g. a diagnostics column's value):
+    clamp(round(mult / 2048), 1, K_MAX).
 
     The division is float32, as on the device (``rl_k_gate``), so host and device agree on every value."""
     import numpy as np
 
-    k = round(float(np.float32(isv[RL_K_LOOP_MULT]) / np.float32(K_FIXED_POINT)))
+    k = round(float(np.float32(mult) / np.float32(K_FIXED_POINT)))
     return int(min(max(k, 1), K_MAX))

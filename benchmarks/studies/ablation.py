@@ -80,12 +80,19 @@ def held_out_rows(study: dict, policy: str) -> list[dict]:
     return rows
 
 
+def trial_policies(study: dict, policy: str):
+    """(trial, its held-out record of ``policy``) for each succeeded trial that evaluated ``policy``."""
+    for t in study["trials"]:
+        p = (t.get("policies") or {}).get(policy) if t["status"] == OK else None
+        if p is not None:
+            yield t, p
+
+
 def trial_values(study: dict, policy: str) -> dict[tuple[str, str], dict[int, float]]:
     """Held-out PnL of ``policy`` per (dataset, variant) and seed, from the succeeded trials."""
     values: dict[tuple[str, str], dict[int, float]] = {}
-    for t in study["trials"]:
-        p = (t.get("policies") or {}).get(policy) if t["status"] == OK else None
-        if p is not None and p.get("pnl") is not None:
+    for t, p in trial_policies(study, policy):
+        if p.get("pnl") is not None:
             values.setdefault((t["dataset"], t["variant"]), {})[int(t["seed"])] = float(p["pnl"])
     return values
 
@@ -102,9 +109,8 @@ def one_sided_seeds(study: dict, policy: str) -> dict[tuple[str, str], tuple[int
     """Per (dataset, variant): the seeds whose ``policy`` quoted one-sidedly held out (one side's quotes at
     least ONE_SIDED_SHARE of the steps), out of the seeds whose evaluation kept action shares."""
     out: dict[tuple[str, str], tuple[int, int]] = {}
-    for t in study["trials"]:
-        p = (t.get("policies") or {}).get(policy) if t["status"] == OK else None
-        share = one_side_share((p or {}).get("action_share"))
+    for t, p in trial_policies(study, policy):
+        share = one_side_share(p.get("action_share"))
         if share is not None:
             n, k = out.get((t["dataset"], t["variant"]), (0, 0))
             out[(t["dataset"], t["variant"])] = (n + (share >= ONE_SIDED_SHARE), k + 1)
@@ -194,8 +200,8 @@ def run_targets(run_dir: Path, result_file: Path | None = None) -> dict | None:
     k_all = np.asarray(cols["k_loop_mult"])
     k = k_all[half]
     out["k_at_max"] = float(np.mean(_at(k, S.BY_NAME["k_loop_mult"].hi)))
-    # the whole run's rows with a second learning iteration (K = round(mult / K_FIXED_POINT) >= 2)
-    out["k_above_1_run"] = float(np.mean(np.round(k_all / S.K_FIXED_POINT) >= 2))
+    # the whole run's rows with a second learning iteration, K read as the device reads it
+    out["k_above_1_run"] = float(np.mean([S.k_of_mult(m) >= 2 for m in k_all]))
     eps = np.asarray(cols["ppo_clip_eps"])[half]
     s = S.BY_NAME["ppo_clip_eps"]
     out["clip_at_bound"] = float(np.mean(_at(eps, s.lo) | _at(eps, s.hi)))
