@@ -191,7 +191,7 @@ def eval_table(out: dict, width: int | None = None):
     if out.get("label"):
         where = f"{out['label']} {where}"
     if out.get("sim", {}).get("peg_quotes"):
-        where += ", pegged quotes"
+        where += ", pegged and refilled quotes" if out["sim"].get("refill_quotes") else ", pegged quotes"
     if out.get("in_sample"):
         where += ", IN-SAMPLE (overlaps the training rows)"
     rows = []

@@ -51,6 +51,7 @@ def train(
     inventory_penalty_unit: Annotated[str | None, typer.Option("--inventory-penalty-unit", help=f"{' | '.join(PENALTY_UNITS)}: the unit of --inventory-penalty's lambda: ticks, or standard deviations of the backtest's own mid move per step (lambda x sigma x |shares| x tick $; adapts to each instrument's volatility) ([sim] inventory_penalty_unit). (default: {_D.sim.inventory_penalty_unit})", show_default=False)] = None,
     inventory_penalty_quadratic: Annotated[float | None, typer.Option("--inventory-penalty-quadratic", help=f"lambda_2 >= 0: a second holding-penalty term, quadratic in the position: (lambda + lambda_2 x |shares| / lot) x |shares| x tick $ [x sigma] (a mean-variance trader's cost; heavy on a position parked at the limit) ([sim] inventory_penalty_quadratic). (default: {_D.sim.inventory_penalty_quadratic})", show_default=False)] = None,
     peg_quotes: Annotated[bool | None, typer.Option("--peg-quotes/--no-peg-quotes", help="A join / improve order follows its side's best price (a tick inside it for an improve) at every step, replaced there when the touch moves, as an exchange's peg order; a side quoted once does not go stale ([sim] peg_quotes). (default: off)", show_default=False)] = None,
+    refill_quotes: Annotated[bool | None, typer.Option("--refill-quotes/--no-refill-quotes", help="With --peg-quotes: a pegged side whose order filled is quoted again at the next step, so a side quoted once stays quoted until a cancel or flatten ([sim] refill_quotes). (default: off)", show_default=False)] = None,
     reward_norm: Annotated[bool | None, typer.Option("--reward-norm/--no-reward-norm", help="Scale learning's rewards by 1 / RMS of the running return (on the device). (default: off)", show_default=False)] = None,
     adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help="C51 support at +-5 running return RMS instead of a fixed +-10. (default: off)", show_default=False)] = None,
     adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help="Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: off)", show_default=False)] = None,
@@ -77,7 +78,7 @@ def train(
                               "sim.inventory_penalty": inventory_penalty,
                               "sim.inventory_penalty_unit": inventory_penalty_unit,
                               "sim.inventory_penalty_quadratic": inventory_penalty_quadratic,
-                              "sim.peg_quotes": peg_quotes}, reward_norm=reward_norm,
+                              "sim.peg_quotes": peg_quotes, "sim.refill_quotes": refill_quotes}, reward_norm=reward_norm,
                            adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors,
                            pace_policy=pace_policy, k_noise_band=k_noise_band, gpus=gpus, tensor_cores=tensor_cores, fused_update=fused_update))
         note = rundir.check_paths(cfg, resume)

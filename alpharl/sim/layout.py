@@ -264,8 +264,8 @@ def obs_names(obs_levels: int) -> list[str]:
 (IP_LEVELS, IP_EVENTS_PER_STEP, IP_EPISODE_STEPS, IP_LOT, IP_MAX_POS, IP_LATENCY, IP_FEE_MODE,
  IP_QUEUE_MODEL, IP_FILL_RULE, IP_POST_ONLY, IP_ENTRY_QUEUE, IP_TIMED_ENTRY, IP_FEED_DELAY, IP_FORCE_FLATTEN,
  IP_FILL_CAP, IP_START_SPAN, IP_SYNTHETIC, IP_OBS_LEVELS, IP_REQUOTE, IP_EPISODE_END, IP_PENALTY_UNIT,
- IP_RESP_DELAY, IP_PENALTY_QUADRATIC, IP_PEG) = range(24)
-N_IP = 24
+ IP_RESP_DELAY, IP_PENALTY_QUADRATIC, IP_PEG, IP_REFILL) = range(25)
+N_IP = 25
 #: float64 parameter array fp[N_FP].
 FP_TICK_DOLLARS, FP_MAKER_FEE, FP_TAKER_FEE, FP_INV_PENALTY, FP_INV_PENALTY_Q2 = range(5)
 N_FP = 5
@@ -335,6 +335,7 @@ def pack_params(p: SimParams, levels: int, tick: int, n_rows: int, synthetic: bo
     ip[IP_PENALTY_UNIT] = PENALTY_UNITS.index(p.inventory_penalty_unit)
     ip[IP_PENALTY_QUADRATIC] = int(p.inventory_penalty_quadratic > 0)   # the q^2 term's switch
     ip[IP_PEG] = int(p.peg_quotes)
+    ip[IP_REFILL] = int(p.refill_quotes)
     fp = np.zeros(N_FP, np.float64)
     fp[FP_TICK_DOLLARS] = tick / PRICE_SCALE
     fp[FP_MAKER_FEE] = p.maker_fee

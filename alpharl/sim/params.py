@@ -163,6 +163,15 @@ class SimParams:
     quotes one side per step can hold a two-sided quote. Not for order instructions' explicit
     prices; nothing moves while the side of the book is empty. False: a resting order stays at
     its price until the action replaces it."""
+    refill_quotes: bool = False
+    """With peg_quotes: a pegged side whose order has filled is quoted again at its reference price at
+    the next step, before the action, as a new order (the entry latency, the back of the queue, one lot),
+    so a side quoted once stays quoted, through its fills, until a cancel or flatten ends its peg (an
+    order instruction's explicit price ends it too). A re-quote that would take the worst-case position
+    past max_position waits (not counted as refused) and is sent once it fits; nothing is sent while the
+    side of the book is empty. This is a market maker's standing two-sided quote: a policy that quotes
+    each side once holds both, whatever side it picks afterwards. False: a filled order is gone until an
+    action sends another."""
 
     def __post_init__(self):
         checks = {
@@ -187,6 +196,7 @@ class SimParams:
             "fills_log_capacity": self.fills_log_capacity >= 0,
             "obs_levels": self.obs_levels >= 1,
             "requote": self.requote in REQUOTES,
+            "refill_quotes": self.peg_quotes or not self.refill_quotes,   # it re-quotes at the peg's price
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:

@@ -25,7 +25,7 @@ from alpharl.sim.layout import (ASK_EMPTY, BID_EMPTY, EPISODE_ROUND_TRIP, FEE_PE
                                 FL_SIDE, FL_STEP, FP_MAKER_FEE, FP_TAKER_FEE, FP_TICK_DOLLARS, F_AVG_PX, F_CASH,
                                 F_FEES, F_REALISED, F_TRIP_BASE, IP_ENTRY_QUEUE, IP_EPISODE_END, IP_FEE_MODE,
                                 IP_FILL_CAP, IP_FILL_RULE, IP_LEVELS, IP_LOT, IP_MAX_POS, IP_PEG, IP_POST_ONLY,
-                                IP_QUEUE_MODEL, IP_REQUOTE, IP_SYNTHETIC, LIVE, NO_TIME, OI_OP, OI_POST, OI_PX, OI_QTY,
+                                IP_QUEUE_MODEL, IP_REFILL, IP_REQUOTE, IP_SYNTHETIC, LIVE, NO_TIME, OI_OP, OI_POST, OI_PX, OI_QTY,
                                 OP_CANCEL, OP_PLACE, ORD_BUY, ORD_MKT_QTY, ORD_SELL, O_LIVE_AT, O_OID, O_PX, O_QA,
                                 O_QA0, O_QTY, PEG_IMPROVE, PEG_JOIN, PEG_NONE, QUEUE_L3_FIFO, QUEUE_PROBABILISTIC,
                                 REQUOTE_KEEP, SIDE_BUY, SIDE_SELL, S_BOUGHT, S_BUY_LIVE_ROW, S_BUY_PEG, S_BUY_POST,
@@ -201,20 +201,38 @@ def quote_price(side, improve, ask1, bid1, has_ask, has_bid):
 
 
 @cuda.jit(device=True)
+def room(st, side, pi):
+    """Whether one more lot on ``side`` keeps the worst case of the position and the pending market
+    order within max_position (a join's test)."""
+    if side == SIDE_BUY:
+        return st[S_INVENTORY] + max(st[S_MKT_QTY], 0) + pi[IP_LOT] <= pi[IP_MAX_POS]
+    return st[S_INVENTORY] + min(st[S_MKT_QTY], 0) - pi[IP_LOT] >= -pi[IP_MAX_POS]
+
+
+@cuda.jit(device=True)
 def follow_peg(st, side, base, peg_row, post_row, ask1, bid1, has_ask, has_bid, book, at, vbook, vat, live_at, oid,
                pi):
     """SimParams.peg_quotes: the ``side`` order (constant rows ``base``, ``peg_row``, ``post_row``)
     placed by a join / improve, off its reference price on the snapshot the agent sees (best ask /
     bid ask1 / bid1, whether listed: has_ask / has_bid), is sent again there with its remaining size
-    as order ``oid`` (nothing while the side is empty). Returns the next order id."""
+    as order ``oid`` (nothing while the side is empty). With refill_quotes a pegged side with no order
+    (it filled) is quoted there again, one lot, while the worst case stays within max_position (room).
+    Returns the next order id."""
     peg = st[peg_row]
-    if peg == PEG_NONE or st[base + O_QTY] <= 0 or not (has_bid if side == SIDE_BUY else has_ask):
+    if peg == PEG_NONE or not (has_bid if side == SIDE_BUY else has_ask):
         return oid
     px = quote_price(side, peg == PEG_IMPROVE, ask1, bid1, has_ask, has_bid)
-    if px == st[base + O_PX]:
+    qty = st[base + O_QTY]
+    post = st[post_row]
+    if qty <= 0:
+        if pi[IP_REFILL] == 0 or not room(st, side, pi):
+            return oid
+        qty = pi[IP_LOT]
+        post = 0
+    elif px == st[base + O_PX]:
         return oid
     seen = queue_when_sent(book, at, vbook, vat, side, px, pi)
-    replace_limit(st, base, px, st[base + O_QTY], live_at, oid, seen, False, post_row, st[post_row])
+    replace_limit(st, base, px, qty, live_at, oid, seen, False, post_row, post)
     return oid + 1
 
 
@@ -261,14 +279,14 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
         peg = PEG_IMPROVE if improve else PEG_JOIN
         if act == A.JOIN_BID or act == A.IMPROVE_BID:
             px = quote_price(SIDE_BUY, improve, ask1, bid1, has_ask, has_bid)
-            ok = has_bid and inv + max(mkt, 0) + lot <= maxp
+            ok = has_bid and room(st, SIDE_BUY, pi)
             if ok:
                 seen = queue_when_sent(book, at, vbook, vat, SIDE_BUY, px, pi)
                 placed = replace_limit(st, S_BUY_PX, px, lot, live_at, new_oid, seen, keep, S_BUY_POST, 0)
                 st[S_BUY_PEG] = peg
         else:
             px = quote_price(SIDE_SELL, improve, ask1, bid1, has_ask, has_bid)
-            ok = has_ask and inv + min(mkt, 0) - lot >= -maxp
+            ok = has_ask and room(st, SIDE_SELL, pi)
             if ok:
                 seen = queue_when_sent(book, at, vbook, vat, SIDE_SELL, px, pi)
                 placed = replace_limit(st, S_SELL_PX, px, lot, live_at, new_oid, seen, keep, S_SELL_POST, 0)
@@ -277,6 +295,8 @@ def place_orders(st, act, ask1, bid1, book, at, vbook, vat, live_at, pi):
     elif act == A.CANCEL or act == A.FLATTEN:
         st[S_BUY_QTY] = 0
         st[S_SELL_QTY] = 0
+        st[S_BUY_PEG] = PEG_NONE
+        st[S_SELL_PEG] = PEG_NONE
         if act == A.FLATTEN:
             go = inv != 0
             st[S_MKT_FLAT] = 1 if go else 0
@@ -300,6 +320,7 @@ def instruct_side(st, orders, b, side, base, post_row, peg_row, ob, book, at, vb
     op = orders[ob + OI_OP, b]
     if op == OP_CANCEL:
         st[base + O_QTY] = 0
+        st[peg_row] = PEG_NONE
     elif op == OP_PLACE:
         px = orders[ob + OI_PX, b]
         qty = orders[ob + OI_QTY, b]

@@ -112,6 +112,7 @@ def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     (("--inventory-penalty-quadratic", "nan"), ["inventory_penalty_quadratic", "nan"]),
     (("--pace-policy",), ["--pace-policy", "--adaptive-anchors"]),
     (("--k-noise-band",), ["--k-noise-band", "--adaptive-anchors"]),
+    (("--refill-quotes",), ["refill_quotes"]),
 ])
 def test_episode_options_checked(fake_trainer, args, names):
     assert_one_line_error(train(*args), *names)
@@ -120,13 +121,13 @@ def test_episode_options_checked(fake_trainer, args, names):
 
 def test_episode_options_reach_the_config(fake_trainer, tmp_path):
     r = train("--episode-end", "horizon", "--inventory-penalty", 0.25, "--inventory-penalty-unit", "sigma",
-              "--inventory-penalty-quadratic", 0.1, "--peg-quotes", "--steps", 10, "--run-dir", tmp_path / "r",
-              "--quiet")
+              "--inventory-penalty-quadratic", 0.1, "--peg-quotes", "--refill-quotes", "--steps", 10,
+              "--run-dir", tmp_path / "r", "--quiet")
     assert r.exit_code == 0, r.output
     config, _ = fake_trainer.calls[-1]
     sim = config.sim
     assert (sim.episode_end, sim.inventory_penalty, sim.inventory_penalty_unit, sim.inventory_penalty_quadratic,
-            sim.peg_quotes) == ("horizon", 0.25, "sigma", 0.1, True)
+            sim.peg_quotes, sim.refill_quotes) == ("horizon", 0.25, "sigma", 0.1, True, True)
     saved = tmp_path / "config.toml"                 # the run's config.toml records them
     saved.write_text(config.to_toml())
     assert type(config).from_toml(saved).sim == config.sim

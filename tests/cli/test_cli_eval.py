@@ -65,7 +65,13 @@ def test_the_simulator_settings_are_reported(tmp_path):
     assert d["sim"]["peg_quotes"] is True and d["sim"]["inventory_penalty"] == 0.0
     r = runner.invoke(app, ["eval", str(run), "--steps", "12", "--b", "2", "--policy", "join"],
                       env={"COLUMNS": "200"})
-    assert r.exit_code == 0 and "pegged quotes" in r.output
+    header = " ".join(r.output.split())   # the title line wraps where the run's path is long
+    assert r.exit_code == 0 and "pegged quotes" in header and "refilled" not in header
+    (run / "config.toml").write_text('seed = 3\ntrain_window = "0:0.8"\n[sim]\npeg_quotes = true\n'
+                                     'refill_quotes = true\n')
+    r = runner.invoke(app, ["eval", str(run), "--steps", "12", "--b", "2", "--policy", "join"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "pegged and refilled quotes" in " ".join(r.output.split())
 
 
 def test_trained_policy_beside_baselines_and_deterministic(tmp_path):

@@ -169,6 +169,38 @@ def test_pegged_improve_keeps_a_tick_inside_and_cancel_ends_the_peg(kind):
     assert sim.field("buy_qty")[0] == 0 and sim.field("next_oid")[0] == 2
 
 
+#: QUEUE_ROWS, then quiet rows where nothing trades.
+REFILL_ROWS = QUEUE_ROWS + [(EV_NEW, SELL, 10, 106, _book(250))] * 3
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("refill, max_position", [(False, 500), (True, 500), (True, 100)])
+def test_refilled_quotes_are_sent_again_after_their_fill(kind, refill, max_position):
+    """A pegged join bid (id 0) behind 300 (risk-averse queue) fills 50 + 50 in the trades at rows 3
+    and 4. With refill_quotes the next step quotes the side again before its action: a new order
+    (id 1), one lot, at the bid behind the 250 shown there, still pegged; without it, or while a second
+    lot would pass max_position (long 100 of 100), nothing is sent and nothing counts as refused. A
+    cancel ends the peg: no refill follows it."""
+    sim = _sim(kind, REFILL_ROWS, _params(REFILL_ROWS, peg_quotes=True, refill_quotes=refill, queue_model="risk_averse",
+                                          max_position=max_position, force_flatten=False))
+    run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD, A.HOLD])          # to row 6
+    assert sim.field("inventory")[0] == 100 and sim.field("refused")[0] == 0
+    sent = refill and max_position > 100
+    assert sim.field("buy_qty")[0] == (100 if sent else 0) and sim.field("next_oid")[0] == (2 if sent else 1)
+    assert sim.field("buy_peg")[0] == L.PEG_JOIN
+    if sent:
+        assert sim.field("buy_oid")[0] == 1 and sim.field("buy_px")[0] == 100
+        assert sim.field("buy_qa0")[0] == 250 and sim.field("buy_qa")[0] == 250
+    run_script(sim, [A.JOIN_BID, A.HOLD, A.HOLD, A.HOLD, A.HOLD, A.CANCEL, A.HOLD])   # to row 7 of 8
+    assert sim.field("buy_peg")[0] == L.PEG_NONE and sim.field("buy_qty")[0] == 0
+    assert sim.field("next_oid")[0] == (2 if sent else 1) and sim.field("refused")[0] == 0
+
+
+def test_refill_quotes_needs_pegged_quotes():
+    with pytest.raises(ValueError, match="refill_quotes"):
+        SimParams(refill_quotes=True)
+
+
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_an_instruction_price_is_not_pegged(kind):
     """A join bid (pegged) that an order instruction replaces at an explicit 99 rests there when the

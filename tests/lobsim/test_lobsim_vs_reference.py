@@ -45,9 +45,10 @@ CONFIGS = {
     "amzn5-peg": (AMZN5, SimParams(events_per_step=4, episode_steps=12, fills_log_capacity=32, peg_quotes=True,
                                    episode_end="horizon", latency_events=1, entry_queue="last_seen",
                                    max_position=300)),
-    "goog1-peg-requote-replace": (GOOG1, SimParams(events_per_step=6, episode_steps=12, fills_log_capacity=32,
-                                                   peg_quotes=True, requote="replace",
-                                                   entry_latency_ns=300_000_000)),
+    # and refilled after their fills (up to the position limit), as the pegged study settings' option
+    "goog1-peg-refill-requote-replace": (GOOG1, SimParams(events_per_step=6, episode_steps=12, fills_log_capacity=32,
+                                                          peg_quotes=True, refill_quotes=True, requote="replace",
+                                                          entry_latency_ns=300_000_000, max_position=300)),
     "synthetic-peg": (None, SimParams(events_per_step=5, episode_steps=10, fills_log_capacity=32, latency_events=1,
                                       peg_quotes=True, episode_end="horizon")),
     # round trips that do not end the episode, marked to mid at its end, and a holding penalty

@@ -39,7 +39,9 @@ def _random_orders(rng, book, rows, B):
                                         feed_latency_ns=2_000_000),
                                    dict(episode_steps=8, inventory_penalty=0.4, inventory_penalty_unit="sigma",
                                         latency_events=1),
-                                   dict(response_latency_ns=30_000_000, entry_latency_ns=1_000_000)])
+                                   dict(response_latency_ns=30_000_000, entry_latency_ns=1_000_000),
+                                   dict(peg_quotes=True, refill_quotes=True, episode_end="horizon",
+                                        latency_events=1)])
 def test_instructions_kernels_reference_and_cpu_agree(extra, request):
     md = real_market(rows=1_200)
     kw = dict(events_per_step=8, episode_steps=30, fills_log_capacity=512, max_position=800) | extra

@@ -152,15 +152,20 @@ def place_orders(sim, act, row0):
     bid1 = sim.book[row0, BID_PRICE].astype(np.int64)
     has_ask, has_bid = ask1 != L.ASK_EMPTY, bid1 != L.BID_EMPTY
     if sim.ip[L.IP_PEG]:
-        # pegged quotes first: an order off its reference price is sent again there (buy, then sell)
+        # pegged quotes first: an order off its reference price is sent again there (buy, then sell);
+        # with refill_quotes a pegged side whose order filled is quoted again there (one lot)
+        refill = sim.ip[L.IP_REFILL] != 0
         for side, base in ((L.SIDE_BUY, L.S_BUY_PX), (L.SIDE_SELL, L.S_SELL_PX)):
             peg = si[_peg_row(side)]
             px = _quote_price(side, peg == L.PEG_IMPROVE, ask1, bid1)
-            go = ((peg != L.PEG_NONE) & (si[base + L.O_QTY] > 0) & (has_bid if side == L.SIDE_BUY else has_ask)
-                  & (si[base + L.O_PX] != px))
-            _rest(si, base, side, go, px, si[base + L.O_QTY].copy(), _queue_when_sent(sim, cursor_rows, row0, side, px),
-                  live_at, si[L.S_NEXT_OID].copy(), si[_post_row(side)].copy())
-            si[L.S_NEXT_OID] += go
+            listed = has_bid if side == L.SIDE_BUY else has_ask
+            resting = si[base + L.O_QTY] > 0
+            go = (peg != L.PEG_NONE) & resting & listed & (si[base + L.O_PX] != px)
+            again = (peg != L.PEG_NONE) & ~resting & listed & _room(sim, side) & refill
+            _rest(si, base, side, go | again, px, np.where(again, p.lot_size, si[base + L.O_QTY]),
+                  _queue_when_sent(sim, cursor_rows, row0, side, px), live_at, si[L.S_NEXT_OID].copy(),
+                  np.where(again, 0, si[_post_row(side)]))
+            si[L.S_NEXT_OID] += go | again
     new_oid = si[L.S_NEXT_OID].copy()
     inv = si[L.S_INVENTORY].astype(np.int64)
     mkt = si[L.S_MKT_QTY].astype(np.int64)
@@ -190,10 +195,7 @@ def place_orders(sim, act, row0):
         join, improve = act == codes[0], act == codes[1]
         want = join | improve
         px = _quote_price(side, improve, ask1, bid1)
-        if side == L.SIDE_BUY:
-            ok = has_bid & (inv + np.maximum(mkt, 0) + lot <= maxp)
-        else:
-            ok = has_ask & (inv + np.minimum(mkt, 0) - lot >= -maxp)
+        ok = (has_bid if side == L.SIDE_BUY else has_ask) & _room(sim, side)   # (one action: no market order moved)
         # requote "keep": an order already resting at px stays (its queue place with it)
         same = (si[base + L.O_QTY] > 0) & (si[base + L.O_PX] == px) & (sim.ip[L.IP_REQUOTE] == L.REQUOTE_KEEP)
         go = want & ok & ~same
@@ -203,10 +205,12 @@ def place_orders(sim, act, row0):
         _rest(si, base, side, go, px, lot, _queue_when_sent(sim, cursor_rows, row0, side, px), live_at, new_oid, 0)
         si[_peg_row(side)] = np.where(want & ok, np.where(improve, L.PEG_IMPROVE, L.PEG_JOIN), si[_peg_row(side)])
 
-    # cancel / flatten: drop both resting orders; flatten replaces any pending market order
+    # cancel / flatten: drop both resting orders and their pegs; flatten replaces any pending market order
     cancel = (act == A.CANCEL) | (act == A.FLATTEN)
-    si[L.S_BUY_QTY] = np.where(cancel, 0, si[L.S_BUY_QTY])
-    si[L.S_SELL_QTY] = np.where(cancel, 0, si[L.S_SELL_QTY])
+    for r in (L.S_BUY_QTY, L.S_SELL_QTY):
+        si[r] = np.where(cancel, 0, si[r])
+    for r in (L.S_BUY_PEG, L.S_SELL_PEG):
+        si[r] = np.where(cancel, L.PEG_NONE, si[r])
     flatten = act == A.FLATTEN
     go = flatten & (inv != 0)
     placed |= go
@@ -235,6 +239,7 @@ def place_instructions(sim, orders, row0):
     for side, base, ob in ((L.SIDE_BUY, L.S_BUY_PX, L.ORD_BUY), (L.SIDE_SELL, L.S_SELL_PX, L.ORD_SELL)):
         op, px, qty = orders[ob + L.OI_OP], orders[ob + L.OI_PX], orders[ob + L.OI_QTY]
         si[base + L.O_QTY] = np.where(op == L.OP_CANCEL, 0, si[base + L.O_QTY])
+        si[_peg_row(side)] = np.where(op == L.OP_CANCEL, L.PEG_NONE, si[_peg_row(side)])
         inv, mkt = si[L.S_INVENTORY].astype(np.int64), si[L.S_MKT_QTY].astype(np.int64)
         if side == L.SIDE_BUY:
             ok = inv + np.maximum(mkt, 0) + qty <= maxp
@@ -309,6 +314,16 @@ def activate(sim, rows, closed):
         t = idx[marketable]
         si[base + L.O_QTY, t] = 0
         close_if_flat(sim, closed)
+
+
+def _room(sim, side):
+    """Whether one more lot on ``side`` keeps the worst case of the position and the pending market
+    order within max_position (a join's test)."""
+    si, lot, maxp = sim.state_i, sim.params.lot_size, sim.params.max_position
+    inv, mkt = si[L.S_INVENTORY].astype(np.int64), si[L.S_MKT_QTY].astype(np.int64)
+    if side == L.SIDE_BUY:
+        return inv + np.maximum(mkt, 0) + lot <= maxp
+    return inv + np.minimum(mkt, 0) - lot >= -maxp
 
 
 def _live_row(side):

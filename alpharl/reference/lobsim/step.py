@@ -21,9 +21,11 @@ The semantics, in the order one env step applies them to every backtest
    sell): off its side's best (a tick inside it for an improve, the best at
    a one-tick spread) on the snapshot the agent sees, it is sent again there
    with its remaining size, a new id, the entry latency and the back of the
-   queue (not while that side is empty; not an order instruction's); cancel
-   drops both resting orders; flatten drops them and closes the position at
-   market. Improving when the spread is one tick joins instead. Orders are
+   queue (not while that side is empty; not an order instruction's); with
+   ``refill_quotes`` too, a pegged side whose order has filled is sent again
+   there, one lot, a new id (waiting, uncounted, while the worst case would
+   pass ``max_position``); cancel drops both resting orders (and ends their
+   pegs); flatten drops them and closes the position at market. Improving when the spread is one tick joins instead. Orders are
    refused (counted in ``refused``) when their side of the book is empty or
    when the worst case of the inventory plus every order on that side would
    pass ``max_position``. **Order instructions** (``step``'s ``orders``,
