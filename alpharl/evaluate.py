@@ -227,10 +227,27 @@ def action_share(actions: np.ndarray) -> dict[str, float]:
     return {act.name.lower(): float(c) / a.size if a.size else 0.0 for act, c in zip(A.Action, counts)}
 
 
-def run_stats(result, seconds_per_step: float | None) -> dict:
-    """``trade_stats`` of a scripted run, and its ``action_share``."""
+def book_presence(inventory: np.ndarray, bid_working: np.ndarray, ask_working: np.ndarray,
+                  max_position: int) -> dict[str, float]:
+    """Where a run's quotes and position sat, over its steps and backtests: the share of them with a buy
+    (``bid``) / sell (``ask``) limit order working, with both (``two_sided``), the mean |position| as a
+    share of max_position, and the share at the limit (|position| >= max_position). A policy's action
+    shares say what it sends; these say what it holds (a pegged or refilled side stays quoted without
+    being sent again, and a side it seldom sends is missing from the book)."""
+    bid, ask = np.asarray(bid_working, bool), np.asarray(ask_working, bool)
+    held = np.abs(np.asarray(inventory, np.float64))
+    n = bid.size
+    return {"bid": float(bid.mean()) if n else 0.0, "ask": float(ask.mean()) if n else 0.0,
+            "two_sided": float((bid & ask).mean()) if n else 0.0,
+            "position": float(held.mean() / max_position) if n else 0.0,
+            "at_limit": float((held >= max_position).mean()) if n else 0.0}
+
+
+def run_stats(result, seconds_per_step: float | None, max_position: int) -> dict:
+    """``trade_stats`` of a scripted run, its ``action_share`` and its ``book_presence``."""
     stats = trade_stats(result.reward, result.trade_done, result.trade_pnl, seconds_per_step)
     stats["action_share"] = action_share(result.actions)
+    stats["book"] = book_presence(result.inventory, result.bid_working, result.ask_working, max_position)
     return stats
 
 
@@ -387,7 +404,7 @@ def evaluate(setup: EvalSetup, names: list[str], params: np.ndarray | None, peri
     results, fills = {}, {}
     for name in names:
         r = run_policy(setup, make_policy(name, setup, params, period), backend)
-        results[name] = run_stats(r, setup.seconds_per_step)
+        results[name] = run_stats(r, setup.seconds_per_step, setup.sim_params.max_position)
         fills[name] = r.fills
     return results, fills
 
@@ -414,6 +431,9 @@ def pooled_stats(runs: list, setups: list[EvalSetup]) -> dict:
     sps = None if any(c is None for c in clocks) else sum(c * n for c, n in zip(clocks, steps)) / sum(steps)
     stats = trade_stats(reward, trade_done, pnl, sps)
     stats["action_share"] = action_share(np.concatenate([r.actions for r in runs]))
+    stats["book"] = book_presence(*(np.concatenate([getattr(r, k) for r in runs])
+                                    for k in ("inventory", "bid_working", "ask_working")),
+                                  setups[0].sim_params.max_position)
     return stats
 
 
@@ -431,7 +451,7 @@ def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.n
         runs, tables = [], []
         for res in results:
             r = run_policy(res.setup, make_policy(name, res.setup, params, period), backend)
-            res.policies[name] = run_stats(r, res.setup.seconds_per_step)
+            res.policies[name] = run_stats(r, res.setup.seconds_per_step, res.setup.sim_params.max_position)
             runs.append(r)
             tables.append(r.fills if len(files) == 1 else
                           r.fills.append_column("file", pa.array([res.file.label] * r.fills.num_rows, pa.string())))

@@ -692,10 +692,15 @@ POLICY_COLUMNS = (("pnl", pa.float64()), ("pnl_per_backtest", pa.float64()), ("s
                   ("sharpe_per_step", pa.float64()), ("max_drawdown", pa.float64()), ("trades", pa.int64()),
                   ("win_rate", pa.float64()), ("avg_trade", pa.float64()), ("steps", pa.int64()),
                   ("backtests", pa.int64()))
+#: Columns of trials.parquet from eval's ``book`` (evaluate.book_presence): (column, key); null for
+#: results evaluated before it existed.
+BOOK_COLUMNS = (("book_bid", "bid"), ("book_ask", "ask"), ("book_two_sided", "two_sided"),
+                ("book_position", "position"), ("book_at_limit", "at_limit"))
 TABLE_SCHEMA = pa.schema(
     [("dataset", pa.string()), ("data", pa.string()), ("variant", pa.string()), ("seed", pa.int64()),
      ("status", pa.string()), ("policy", pa.string()), ("kind", pa.string())]
     + [(("eval_" + n) if n in ("steps", "backtests") else n, t) for n, t in POLICY_COLUMNS]
+    + [(c, pa.float64()) for c, _ in BOOK_COLUMNS]
     + [("train_steps", pa.int64()), ("b", pa.int64()), ("backend", pa.string()), ("wall_seconds", pa.float64()),
        ("trial_dir", pa.string()), ("error", pa.string())])
 
@@ -716,6 +721,9 @@ def table_rows(results: list[dict], out: Path) -> list[dict]:
             row = dict(base, policy=name, kind="policy" if name in POLICIES else "baseline")
             for col, _ in POLICY_COLUMNS:
                 row[("eval_" + col) if col in ("steps", "backtests") else col] = stats.get(col)
+            book = stats.get("book") or {}
+            for col, key in BOOK_COLUMNS:
+                row[col] = book.get(key)
             rows.append(row)
     return rows
 

@@ -164,8 +164,13 @@ def eval_json(run, data, results: list, overall: dict, skipped: list, b: int, se
 
 #: The eval table's columns, and the order they give way on a narrow console (numbers are never cut).
 EVAL_COLUMNS = ("policy", "PnL $", "PnL/backtest $", "Sharpe (ann.)", "Sharpe/step", "max DD $", "trades", "win rate",
-                "avg trade $", "top action")
-EVAL_GIVE_WAY = ("top action", "avg trade $", "Sharpe/step", "PnL/backtest $", "win rate", "max DD $", "trades")
+                "avg trade $", "top action", "two-sided")
+EVAL_GIVE_WAY = ("two-sided", "top action", "avg trade $", "Sharpe/step", "PnL/backtest $", "win rate", "max DD $", "trades")
+
+
+def two_sided(book: dict | None) -> str:
+    """The share of steps with both a bid and an ask working (eval's ``book``), or - where not measured."""
+    return "-" if not book else f"{book['two_sided']:.0%}"
 
 
 def top_action(share: dict | None) -> str:
@@ -199,7 +204,7 @@ def eval_table(out: dict, width: int | None = None):
         win = "-" if r["win_rate"] is None else f"{r['win_rate']:.1%}"
         rows.append([name, fmt(r["pnl"]), fmt(r["pnl_per_backtest"]), fmt(r["sharpe"]), fmt(r["sharpe_per_step"]),
                      fmt(r["max_drawdown"]), str(r["trades"]), win, fmt(r["avg_trade"]),
-                     top_action(r.get("action_share"))])
+                     top_action(r.get("action_share")), two_sided(r.get("book"))])
     return fitted_table(list(EVAL_COLUMNS), rows, width, [EVAL_COLUMNS.index(c) for c in EVAL_GIVE_WAY],
                         title=f"eval {out['run'] or '(baselines)'}: {where}, B={out['b']}, {out['steps']} steps, "
                               f"seed {out['seed']}", title_justify="left")

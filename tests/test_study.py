@@ -243,6 +243,8 @@ def test_table_and_study_json(tmp_path):
     results = [_result("d", "v", 0, _pnls(2.0)), _result("d", "v", 1, {}, status=St.FAILED)]
     for r, spec in zip(results, plan.trials):
         r["trial_dir"], r["run_dir"] = spec.trial_dir, str(spec.run_dir)
+    results[0]["policies"]["join"]["book"] = {"bid": 0.5, "ask": 0.25, "two_sided": 0.125, "position": 0.3,
+                                              "at_limit": 0.0}
     rows = St.table_rows(results, plan.out)
     assert len(rows) == len(ALL) + 1
     assert [r["policy"] for r in rows[:len(ALL)]] == list(ALL)
@@ -253,6 +255,9 @@ def test_table_and_study_json(tmp_path):
     t = pq.read_table(plan.out / St.TABLE_FILE)
     assert t.schema == St.TABLE_SCHEMA and t.num_rows == len(rows)
     assert t.column("trial_dir").to_pylist()[0] == "trials/d/v/s0"
+    join = ALL.index("join")   # eval's book presence, where the result has it (older results: null)
+    assert [t.column(c)[join].as_py() for c, _ in St.BOOK_COLUMNS] == [0.5, 0.25, 0.125, 0.3, 0.0]
+    assert t.column("book_two_sided")[ALL.index("hold")].as_py() is None
     content = St.study_json(plan, results, 3.0)
     assert content["trials_ok"] == 1 and content["trials_failed"] == 1
     assert content["trials"][0]["trial_dir"] == "trials/d/v/s0" and "asked" not in content["trials"][0]

@@ -28,6 +28,9 @@ class ScriptResult:
     trade_pnl: np.ndarray    # float32[T, B]
     fills: pa.Table          # FILLS_SCHEMA (empty when the sim keeps no fills log)
     lost_fills: int          # records the ring overwrote before they were read
+    inventory: np.ndarray    # int32[T, B]: the position after each step (shares)
+    bid_working: np.ndarray  # bool[T, B]: a buy limit order resting or on its way after each step
+    ask_working: np.ndarray  # bool[T, B]: a sell limit order likewise
 
     def trades(self) -> np.ndarray:
         """PnL of every trade that ended (with a non-zero PnL), in step order."""
@@ -71,6 +74,8 @@ def run_script(sim, script, steps: int | None = None, reset: bool = True) -> Scr
         act_d = cuda.device_array(sim.B, np.int32)
     keep = {k: np.zeros((steps, sim.B), np.float32) for k in ("reward", "done", "truncated", "trade_done", "trade_pnl")}
     acts = np.zeros((steps, sim.B), np.int32)
+    inventory = np.zeros((steps, sim.B), np.int32)
+    working = {r: np.zeros((steps, sim.B), bool) for r in ("buy_qty", "sell_qty")}
     last = np.zeros(sim.B, np.int64)
     fills, lost = [], 0
     if sim.params.fills_log_capacity:
@@ -89,9 +94,13 @@ def run_script(sim, script, steps: int | None = None, reset: bool = True) -> Scr
         keep["truncated"][t] = out[L.OUT_TRUNCATED]
         keep["trade_done"][t] = out[L.OUT_TRADE_DONE]
         keep["trade_pnl"][t] = out[L.OUT_TRADE_PNL]
+        inventory[t] = sim.field("inventory")
+        for r, w in working.items():
+            w[t] = sim.field(r) > 0
         if sim.params.fills_log_capacity:
             table, last, n_lost = drain_fills(sim, last)
             fills.append(table)
             lost += n_lost
     table = pa.concat_tables(fills) if fills else FILLS_SCHEMA.empty_table()
-    return ScriptResult(actions=acts, fills=table, lost_fills=lost, **keep)
+    return ScriptResult(actions=acts, fills=table, lost_fills=lost, inventory=inventory,
+                        bid_working=working["buy_qty"], ask_working=working["sell_qty"], **keep)

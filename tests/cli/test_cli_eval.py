@@ -49,6 +49,24 @@ def test_baselines_alone(tmp_path):
         assert (share[a], share[b]) == (0.5, 0.5), share
     periodic = d["policies"]["periodic"]["action_share"]
     assert periodic["market_buy"] > 0 and periodic["market_sell"] > 0 and periodic["hold"] > 0.5
+    # what each holds: hold and periodic never quote; join quotes both sides once it has sent both
+    assert d["policies"]["hold"]["book"] == {"bid": 0.0, "ask": 0.0, "two_sided": 0.0, "position": 0.0,
+                                             "at_limit": 0.0}
+    assert d["policies"]["periodic"]["book"]["two_sided"] == 0.0
+    book = d["policies"]["join"]["book"]
+    assert book["bid"] > 0.5 and book["ask"] > 0.5 and 0 < book["two_sided"] <= min(book["bid"], book["ask"])
+
+
+def test_book_presence_counts_steps_and_backtests():
+    """Shares over every (step, backtest): a bid in 3 of 4, an ask in 2, both in 1; |position| 0, 100,
+    500, 500 of max_position 500 (at the limit in 2 of 4)."""
+    from alpharl.evaluate import book_presence
+
+    bid = np.array([[1, 1], [1, 0]], bool)
+    ask = np.array([[0, 1], [0, 1]], bool)
+    inv = np.array([[0, -100], [500, -500]], np.int32)
+    assert book_presence(inv, bid, ask, 500) == {"bid": 0.75, "ask": 0.5, "two_sided": 0.25,
+                                                 "position": pytest.approx(1100 / 2000), "at_limit": 0.5}
 
 
 def test_the_simulator_settings_are_reported(tmp_path):
