@@ -28,6 +28,7 @@ class ScriptResult:
     trade_pnl: np.ndarray    # float32[T, B]
     fills: pa.Table          # FILLS_SCHEMA (empty when the sim keeps no fills log)
     lost_fills: int          # records the ring overwrote before they were read
+    # after each step, as the next observation is made: a step that ends an episode shows the fresh one
     inventory: np.ndarray    # int32[T, B]: the position after each step (shares)
     bid_working: np.ndarray  # bool[T, B]: a buy limit order resting or on its way after each step
     ask_working: np.ndarray  # bool[T, B]: a sell limit order likewise
