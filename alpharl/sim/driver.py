@@ -76,7 +76,7 @@ def run_script(sim, script, steps: int | None = None, reset: bool = True) -> Scr
     keep = {k: np.zeros((steps, sim.B), np.float32) for k in ("reward", "done", "truncated", "trade_done", "trade_pnl")}
     acts = np.zeros((steps, sim.B), np.int32)
     inventory = np.zeros((steps, sim.B), np.int32)
-    working = {r: np.zeros((steps, sim.B), bool) for r in ("buy_qty", "sell_qty")}
+    bid_working, ask_working = np.zeros((steps, sim.B), bool), np.zeros((steps, sim.B), bool)
     last = np.zeros(sim.B, np.int64)
     fills, lost = [], 0
     if sim.params.fills_log_capacity:
@@ -95,13 +95,13 @@ def run_script(sim, script, steps: int | None = None, reset: bool = True) -> Scr
         keep["truncated"][t] = out[L.OUT_TRUNCATED]
         keep["trade_done"][t] = out[L.OUT_TRADE_DONE]
         keep["trade_pnl"][t] = out[L.OUT_TRADE_PNL]
-        inventory[t] = sim.field("inventory")
-        for r, w in working.items():
-            w[t] = sim.field(r) > 0
+        si = _host(sim.state_i)   # one copy of the integer state a step (three rows read from it)
+        inventory[t] = si[L.S_INVENTORY]
+        bid_working[t], ask_working[t] = si[L.S_BUY_QTY] > 0, si[L.S_SELL_QTY] > 0
         if sim.params.fills_log_capacity:
             table, last, n_lost = drain_fills(sim, last)
             fills.append(table)
             lost += n_lost
     table = pa.concat_tables(fills) if fills else FILLS_SCHEMA.empty_table()
-    return ScriptResult(actions=acts, fills=table, lost_fills=lost, inventory=inventory,
-                        bid_working=working["buy_qty"], ask_working=working["sell_qty"], **keep)
+    return ScriptResult(actions=acts, fills=table, lost_fills=lost, inventory=inventory, bid_working=bid_working,
+                        ask_working=ask_working, **keep)

@@ -25,8 +25,8 @@ The semantics, in the order one env step applies them to every backtest
    ``refill_quotes`` too, a pegged side whose order has filled is sent again
    there, one lot, a new id (waiting, uncounted, while the worst case would
    pass ``max_position``); cancel drops both resting orders (and ends their
-   pegs); flatten drops them and closes the position at market. Improving when the spread is one tick joins instead. Orders are
-   refused (counted in ``refused``) when their side of the book is empty or
+   pegs); flatten drops them and closes the position at market. Improving
+   when the spread is one tick joins instead. Orders are refused (counted in ``refused``) when their side of the book is empty or
    when the worst case of the inventory plus every order on that side would
    pass ``max_position``. **Order instructions** (``step``'s ``orders``,
    layout ORD_*, alpharl.sim.orders drives them) follow the action on the
