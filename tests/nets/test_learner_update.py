@@ -84,6 +84,10 @@ def test_whole_update_matches_reference_and_finite_differences(rng, fused):
     fw = RL.forward(p0, target, lay, env, rep)
     fixed = RL.targets(fw, env, rep, isv.copy())
     eps = 1e-6
+    # The central difference's own rounding: each loss value is off by about one ulp of the loss, so fd is
+    # good to ~spacing(|L|) / eps (measured: at most 1.9 of that over 240 module draws). Small modules (the
+    # policy's gradient can be ~1e-3 when the clip zeroes most samples) are held to that floor, not below.
+    fd_noise = 8 * np.spacing(abs(RL.total_loss(p0, target, lay, env, rep, fixed, isv))) / eps
     fd = np.zeros_like(p0)
     for i in range(lay.n_params):
         pp, pm = p0.copy(), p0.copy()
@@ -95,8 +99,8 @@ def test_whole_update_matches_reference_and_finite_differences(rng, fused):
         sl = lay.module_slice[mod]
         scale = np.abs(fd[sl]).max()
         assert scale > 0, mod
-        np.testing.assert_allclose(ref.grads[sl], fd[sl], rtol=1e-5, atol=1e-7 * scale, err_msg=mod)
-        np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=2e-5 * scale, err_msg=mod)
+        np.testing.assert_allclose(ref.grads[sl], fd[sl], rtol=1e-5, atol=max(1e-7 * scale, fd_noise), err_msg=mod)
+        np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=max(2e-5 * scale, fd_noise), err_msg=mod)
 
     # One Adam step of every module, and the ISV it writes.
     # Adam's first step is lr g / (|g| + eps): for |g| near eps float32 rounding of g moves it by up to ~lr,
