@@ -48,6 +48,8 @@ QUOTE_SIDES = ((Action.JOIN_BID, Action.IMPROVE_BID), (Action.JOIN_ASK, Action.I
 #: A seed quotes one-sidedly when one side's quotes take at least this share of its held-out steps: a side
 #: the policy seldom picks is seldom re-posted after a fill, so the position runs to one side and the trades
 #: dry up (study_2026-12-05_knoise: the three seeds below join at 0.87-0.92, every other run at most 0.81).
+#: Action shares say what was sent: with refilled quotes a quoted side needs no action, so read the
+#: two-sided column (eval's book) there.
 ONE_SIDED_SHARE = 0.85
 
 
@@ -62,8 +64,11 @@ def _ci(ci) -> str:
 def held_out_rows(study: dict, policy: str) -> list[dict]:
     """One row per (dataset, variant): policy and baseline means, the paired difference to join,
     improve's mean and the seeds at or above it (None in a study from before the improve baseline), and
-    the seeds that quoted one-sidedly (``one_sided_seeds``; None before eval kept action shares)."""
+    the seeds that quoted one-sidedly (``one_sided_seeds``; None before eval kept action shares), and the
+    mean share of held-out steps with both sides working of the policy and of improve (``two_sided_means``;
+    None before eval kept its ``book``)."""
     one_sided = one_sided_seeds(study, policy)
+    two_sided, improve_two_sided = two_sided_means(study, policy), two_sided_means(study, "improve")
     rows = []
     for s in study["summary"]:
         p, join = s["policies"].get(policy), s["policies"].get("join")
@@ -76,7 +81,9 @@ def held_out_rows(study: dict, policy: str) -> list[dict]:
                      "diff_ci": vs_join["diff_ci"], "above_join": vs_join["wins"] + vs_join["ties"],
                      "below_hold": vs_hold["losses"], "improve": None if improve is None else improve["mean"],
                      "above_improve": None if vs_improve is None else vs_improve["wins"] + vs_improve["ties"],
-                     "one_sided": one_sided.get((s["dataset"], s["variant"]))})
+                     "one_sided": one_sided.get((s["dataset"], s["variant"])),
+                     "two_sided": two_sided.get((s["dataset"], s["variant"])),
+                     "improve_two_sided": improve_two_sided.get((s["dataset"], s["variant"]))})
     return rows
 
 
@@ -115,6 +122,19 @@ def one_sided_seeds(study: dict, policy: str) -> dict[tuple[str, str], tuple[int
             n, k = out.get((t["dataset"], t["variant"]), (0, 0))
             out[(t["dataset"], t["variant"])] = (n + (share >= ONE_SIDED_SHARE), k + 1)
     return out
+
+
+def two_sided_means(study: dict, policy: str) -> dict[tuple[str, str], float]:
+    """Per (dataset, variant): the mean over seeds of the share of held-out steps in which ``policy`` had a
+    buy and a sell order working (eval's ``book``), over the seeds whose evaluation kept it. What the book
+    held, not what was sent: a pegged side stays quoted without being sent again, and a side refused at the
+    position limit is sent without being quoted, so under pegs and refills action shares mislead."""
+    shares: dict[tuple[str, str], list[float]] = {}
+    for t, p in trial_policies(study, policy):
+        book = p.get("book")
+        if book and book.get("two_sided") is not None:
+            shares.setdefault((t["dataset"], t["variant"]), []).append(float(book["two_sided"]))
+    return {k: float(np.mean(v)) for k, v in shares.items()}
 
 
 def against_rows(values: dict[tuple[str, str], dict[int, float]], reference: str) -> list[dict]:
@@ -266,15 +286,18 @@ def markdown(held: list[dict], targets: list[dict], policy: str,
     """The tables; ``against``: (the reference variant, its ``against_rows``)."""
     lines = [f"## Held-out net PnL in $ of the {policy} policy against join (paired by seed)", "",
              "| dataset | variant | n | policy mean [95 % CI] | join mean | policy − join [95 % CI] | seeds ≥ join | seeds < hold "
-             "| improve mean | seeds ≥ improve | seeds one-sided |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| improve mean | seeds ≥ improve | seeds one-sided | two-sided (improve) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(held, key=lambda r: (r["dataset"], r["variant"])):
         above_improve = "-" if r["above_improve"] is None else f"{r['above_improve']}/{r['n']}"
         one_sided = "-" if r.get("one_sided") is None else f"{r['one_sided'][0]}/{r['one_sided'][1]}"
+        two_sided = "-" if r.get("two_sided") is None else f"{r['two_sided']:.2f}"
+        if r.get("improve_two_sided") is not None:
+            two_sided += f" ({r['improve_two_sided']:.2f})"
         lines.append(f"| {r['dataset'].replace('LOBSTER_SampleFile_', '')} | {r['variant']} | {r['n']} | "
                      f"{_money(r['policy'])} {_ci(r['policy_ci'])} | {_money(r['join'])} | {_money(r['diff'])} "
                      f"{_ci(r['diff_ci'])} | {r['above_join']}/{r['n']} | {r['below_hold']} | {_money(r['improve'])} "
-                     f"| {above_improve} | {one_sided} |")
+                     f"| {above_improve} | {one_sided} | {two_sided} |")
     by_variant: dict[str, list[dict]] = {}
     for r in held:
         by_variant.setdefault(r["variant"], []).append(r)

@@ -209,4 +209,33 @@ def test_one_sided_seeds_from_eval_action_shares(small_study):
     rows = {r["variant"]: r for r in ab.held_out_rows(lopsided, "sampled")}
     assert rows["plain"]["one_sided"] == (1, 1)
     line = next(l for l in ab.markdown(list(rows.values()), [], "sampled").splitlines() if "| plain |" in l)
-    assert line.endswith("| 1/1 |")
+    assert "| 1/1 | " in line
+
+
+def test_two_sided_means_from_eval_book(small_study):
+    """The mean over seeds of eval's book.two_sided, the policy's beside improve's; a trial without a book
+    counts in neither; a study without any reads "-"."""
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    key = ("AMZN_2012-06-21_5_cut", "plain")
+    edited = json.loads(json.dumps(study))
+    for t in edited["trials"]:
+        if t["variant"] == "plain":
+            t["policies"]["sampled"]["book"]["two_sided"] = 0.25 if t["seed"] == 0 else 0.5
+            t["policies"]["improve"]["book"]["two_sided"] = 0.375
+    assert ab.two_sided_means(edited, "sampled")[key] == pytest.approx(0.375)
+    rows = {r["variant"]: r for r in ab.held_out_rows(edited, "sampled")}
+    assert rows["plain"]["two_sided"] == pytest.approx(0.375) and rows["plain"]["improve_two_sided"] == 0.375
+    line = next(l for l in ab.markdown(list(rows.values()), [], "sampled").splitlines() if "| plain |" in l)
+    assert line.endswith("| 0.38 (0.38) |")
+    for t in edited["trials"]:
+        if t["variant"] == "plain" and t["seed"] == 1:
+            del t["policies"]["sampled"]["book"]
+    assert ab.two_sided_means(edited, "sampled")[key] == pytest.approx(0.25)
+    for t in edited["trials"]:
+        for p in t["policies"].values():
+            p.pop("book", None)
+    rows = ab.held_out_rows(edited, "sampled")
+    assert all(r["two_sided"] is None and r["improve_two_sided"] is None for r in rows)
+    assert all(l.endswith("| - |") for l in ab.markdown(rows, [], "sampled").splitlines()
+               if l.startswith("| AMZN_2012-06-21_5_cut |") and "| plain |" in l)
