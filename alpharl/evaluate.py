@@ -152,7 +152,7 @@ class NetPolicy:
         return pi_logits(self.params, self.layout, np.asarray(obs, np.float32))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        logits = self.logits(obs)
+        logits = self.last_logits = self.logits(obs)   # kept for diagnoses of what pi was
         if self.greedy:
             return np.argmax(logits, axis=1).astype(np.int32)
         from alpharl.reference.sampling import rl_pi_action_kernel   # numba: see the note above

@@ -1,0 +1,59 @@
+"""benchmarks/side_choice.py: the (position, book) classes and action shares counted by hand on a made-up
+pass, and a held-out pass of a small trained run (pi's columns are probabilities; baselines have none)."""
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from support import load_benchmark
+
+from alpharl.actions import Action as A
+from alpharl.config import TrainConfig
+from alpharl.run import train
+
+CUT = Path(__file__).resolve().parents[2] / "tests" / "data" / "lobster" / "AMZN_2012-06-21_5_cut.zip"
+
+
+def test_classes_and_missing_side_by_hand():
+    sc = load_benchmark("side_choice")
+    # one backtest, 6 steps, limit 200; the state each action saw is the one after the step before
+    inv = np.array([[0], [100], [200], [200], [100], [0]], np.int32)
+    bid = np.array([[True], [True], [False], [False], [True], [True]])
+    ask = np.array([[False], [True], [True], [True], [False], [True]])
+    act = np.array([[A.JOIN_BID], [A.IMPROVE_BID], [A.JOIN_ASK], [A.JOIN_BID], [A.HOLD], [A.JOIN_ASK]], np.int32)
+    result = SimpleNamespace(inventory=inv, bid_working=bid, ask_working=ask, actions=act)
+    t = sc.side_table(result, 200)
+    rows = {(r["position"], r["book"]): r for r in t["rows"]}
+    # seen: (flat, none) -> join bid; (flat, bid only) -> improve bid; (long, both) -> join ask; (long at
+    # limit, ask only) -> join bid, then hold; (long, bid only) -> join ask
+    assert set(rows) == {("flat", "none"), ("flat", "bid only"), ("long", "both"), ("long at limit", "ask only"),
+                         ("long", "bid only")}
+    assert rows[("long at limit", "ask only")]["steps"] == pytest.approx(2 / 6)
+    assert rows[("long at limit", "ask only")]["bid"] == 0.5 and rows[("long at limit", "ask only")]["hold"] == 0.5
+    assert rows[("long", "bid only")]["ask"] == 1.0 and rows[("flat", "bid only")]["bid"] == 1.0
+    assert all("pi_bid" not in r for r in t["rows"])
+    assert sum(r["steps"] for r in t["rows"]) == pytest.approx(1.0)
+    # one side missing with room: (flat, bid only) sent the bid again, (long, bid only) sent the ask;
+    # (long at limit, ask only) has no room on the missing bid side and is not counted
+    assert t["summary"] == {"one_missing": pytest.approx(2 / 6), "missing_sent": 0.5, "working_sent": 0.5}
+
+
+def test_held_out_pass_of_a_trained_run(tmp_path):
+    sc = load_benchmark("side_choice")
+    run = tmp_path / "run"
+    train(TrainConfig(steps=8, b=4, backend="numpy", seed=3, run_dir=str(run), data=str(CUT), diag_every=4,
+                      checkpoint_every=8))
+    out = sc.run(run, ["sampled", "improve"], b=4, steps=30)
+    assert set(out) == {"sampled", "improve"}
+    for name, tables in out.items():
+        (t,) = tables
+        assert sum(r["steps"] for r in t["rows"]) == pytest.approx(1.0)
+        for r in t["rows"]:
+            assert sum(r[g] for g in sc.GROUPS) == pytest.approx(1.0)
+            if name == "sampled":
+                assert 0.0 <= r["pi_bid"] <= 1.0 and 0.0 <= r["pi_ask"] <= 1.0
+                assert r["pi_bid"] + r["pi_ask"] <= 1 + 1e-6
+            else:
+                assert "pi_bid" not in r and r["market"] == 0.0   # improve only quotes
+    assert "### improve on" in sc.markdown(out)
+    assert sc.main([str(tmp_path / "nowhere")]) == 2
