@@ -9,9 +9,13 @@ steps and the share of each action group sent there: a buy quote (join or improv
 a market order, hold, cancel / flatten. For a trained policy it also gives the mean probability pi gave
 the two quote groups in the class (what the sampled policy would send on average).
 
-The summary line of each policy: in the steps where exactly one side was missing and the position left
-room on that side, the share in which the missing side was sent (``missing_sent``) and the share in which
-the side already working was sent again (``working_sent``).
+The summary of each policy: in the steps where exactly one side was missing and the position left room on
+that side, the share in which the missing side was sent (``missing_sent``) and the share in which the side
+already working was sent again (``working_sent``); its side bias, the step-weighted mean of P(sell quote) -
+P(buy quote) over all steps (``side_bias``: a constant tilt to one side, whatever the state); and its lean,
+the same difference when long minus when short within each book class, weighted by the smaller of the two
+classes' steps (``lean``: > 0 where the quotes lean against the position, as an inventory-aware market
+maker's do). Both read pi for a trained policy and the sent actions' shares for a baseline.
 
     python benchmarks/side_choice.py RUN_DIR [--policy sampled --policy improve ...] [--b 16] [--json FILE]
 """
@@ -85,8 +89,28 @@ def side_table(result, limit: int, probs: np.ndarray | None = None) -> dict:
     sent_working = (bid_missing & group_of["ask"]) | (ask_missing & group_of["bid"])
     k = int(missing.sum())
     summary = {"one_missing": k / n, "missing_sent": float(sent_missing.sum() / k) if k else None,
-               "working_sent": float(sent_working.sum() / k) if k else None}
+               "working_sent": float(sent_working.sum() / k) if k else None, **tilt(rows)}
     return {"rows": rows, "summary": summary}
+
+
+def tilt(rows: list[dict]) -> dict:
+    """``side_bias`` and ``lean`` (module doc) of ``side_table``'s rows: pi where the rows have it, else the
+    action shares; ``lean`` None where no book class was seen both long and short."""
+    sell, buy = ("pi_ask", "pi_bid") if rows and "pi_ask" in rows[0] else ("ask", "bid")
+    w = np.array([r["steps"] for r in rows])
+    d = np.array([r[sell] - r[buy] for r in rows])
+    bias = float((w * d).sum() / w.sum())
+    num = den = 0.0
+    for book in BOOKS.values():
+        sides = []
+        for positions in (POSITIONS[3:], POSITIONS[:2]):   # long (incl. at the limit), short (incl. at it)
+            m = np.array([r["book"] == book and r["position"] in positions for r in rows])
+            sides.append((w[m].sum(), (w[m] * d[m]).sum() / w[m].sum() if m.any() else 0.0))
+        (w_long, d_long), (w_short, d_short) = sides
+        if w_long > 0 and w_short > 0:
+            num += min(w_long, w_short) * (d_long - d_short)
+            den += min(w_long, w_short)
+    return {"side_bias": bias, "lean": float(num / den) if den else None}
 
 
 class _Recorder:
@@ -134,7 +158,9 @@ def markdown(out: dict) -> str:
             fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
             lines += [f"### {name} on {t['file']}", "",
                       f"One side missing (with room on it) in {s['one_missing']:.2f} of the steps: the missing side "
-                      f"sent in {fmt(s['missing_sent'])} of them, the working side in {fmt(s['working_sent'])}.", "",
+                      f"sent in {fmt(s['missing_sent'])} of them, the working side in {fmt(s['working_sent'])}. "
+                      f"Side bias (sell - buy) {s['side_bias']:+.2f}; lean against the position {fmt(s['lean'])}.",
+                      "",
                       "| position | book | steps | bid | ask | market | hold | cancel | pi bid | pi ask |",
                       "|---|---|---|---|---|---|---|---|---|---|"]
             for r in t["rows"]:

@@ -35,7 +35,26 @@ def test_classes_and_missing_side_by_hand():
     assert sum(r["steps"] for r in t["rows"]) == pytest.approx(1.0)
     # one side missing with room: (flat, bid only) sent the bid again, (long, bid only) sent the ask;
     # (long at limit, ask only) has no room on the missing bid side and is not counted
-    assert t["summary"] == {"one_missing": pytest.approx(2 / 6), "missing_sent": 0.5, "working_sent": 0.5}
+    # side bias: (-1 -1 +1 +1) / 6 + (-0.5) 2 / 6; no book class seen both long and short: no lean
+    assert t["summary"] == {"one_missing": pytest.approx(2 / 6), "missing_sent": 0.5, "working_sent": 0.5,
+                            "side_bias": pytest.approx(-1 / 6), "lean": None}
+
+
+def test_side_bias_and_lean_by_hand():
+    sc = load_benchmark("side_choice")
+
+    def row(position, book, steps, ask, bid):
+        return {"position": position, "book": book, "steps": steps, "ask": ask, "bid": bid}
+
+    rows = [row("long", "both", 0.2, 0.7, 0.3), row("long at limit", "both", 0.1, 0.7, 0.3),
+            row("short", "both", 0.1, 0.2, 0.8), row("long", "none", 0.2, 0.5, 0.5),
+            row("short", "ask only", 0.4, 0.1, 0.9)]
+    # bias: 0.3 x 0.4 + 0.1 x (-0.6) + 0.2 x 0 + 0.4 x (-0.8); lean: only "both" is seen long and short,
+    # weight min(0.3, 0.1): 0.4 - (-0.6)
+    assert sc.tilt(rows) == {"side_bias": pytest.approx(-0.26), "lean": pytest.approx(1.0)}
+    # a trained policy's rows are read through pi, not the sampled shares
+    with_pi = [dict(r, pi_ask=r["bid"], pi_bid=r["ask"]) for r in rows]
+    assert sc.tilt(with_pi) == {"side_bias": pytest.approx(0.26), "lean": pytest.approx(-1.0)}
 
 
 def test_held_out_pass_of_a_trained_run(tmp_path):
@@ -55,5 +74,6 @@ def test_held_out_pass_of_a_trained_run(tmp_path):
                 assert r["pi_bid"] + r["pi_ask"] <= 1 + 1e-6
             else:
                 assert "pi_bid" not in r and r["market"] == 0.0   # improve only quotes
-    assert "### improve on" in sc.markdown(out)
+        assert -1.0 <= t["summary"]["side_bias"] <= 1.0
+    assert "### improve on" in sc.markdown(out) and "Side bias" in sc.markdown(out)
     assert sc.main([str(tmp_path / "nowhere")]) == 2
