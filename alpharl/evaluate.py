@@ -66,6 +66,7 @@ from alpharl import actions as A
 from alpharl import windows as W
 from alpharl.atomic import atomic_writer
 from alpharl.dataset import build, content_sha256, data_specs, file_labels, find_sources, load_files
+from alpharl.mirror import levels_of, symmetric_logits
 from alpharl.nets import NetLayout
 from alpharl.sim import layout as L
 from alpharl.sim.driver import run_script
@@ -132,7 +133,9 @@ def fit_params(sim_params, n_rows: int | None):
 class NetPolicy:
     """pi of a checkpoint's flat parameter vector (NetLayout order), on host observations."""
 
-    def __init__(self, params: np.ndarray, obs_dim: int, greedy: bool, b: int, seed: int):
+    def __init__(self, params: np.ndarray, obs_dim: int, greedy: bool, b: int, seed: int, mirror: bool = False):
+        """``mirror``: act on the logits averaged with the mirror image's (alpharl.mirror), which cancels
+        a constant tilt to one side and keeps what depends on the state."""
         from alpharl.prng import STREAM_EVAL, seed_states   # numba: see the note above
 
         self.layout = NetLayout(obs_dim)
@@ -142,6 +145,7 @@ class NetPolicy:
                             f"need {self.layout.n_params} (the run's config.toml is not the checkpoint's?)")
         self.params = params
         self.greedy = greedy
+        self.levels = levels_of(obs_dim) if mirror else None
         self.prng = seed_states(seed, b, STREAM_EVAL)
         self.actions = np.zeros(b, np.int32)
         self.logp = np.zeros(b, np.float32)
@@ -149,7 +153,10 @@ class NetPolicy:
     def logits(self, obs: np.ndarray) -> np.ndarray:
         from alpharl.reference.learner import pi_logits   # numba: see the note above
 
-        return pi_logits(self.params, self.layout, np.asarray(obs, np.float32))
+        def raw(x):
+            return pi_logits(self.params, self.layout, np.asarray(x, np.float32))
+
+        return raw(obs) if self.levels is None else symmetric_logits(raw, np.asarray(obs, np.float32), self.levels)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         logits = self.last_logits = self.logits(obs)   # kept for diagnoses of what pi was
@@ -390,20 +397,22 @@ def run_policy(setup: EvalSetup, policy, backend: str = "numpy"):
     return run_script(sim, policy, steps=setup.steps)
 
 
-def make_policy(name: str, setup: EvalSetup, params: np.ndarray | None, period: int = DEFAULT_PERIOD):
+def make_policy(name: str, setup: EvalSetup, params: np.ndarray | None, period: int = DEFAULT_PERIOD,
+                mirror: bool = False):
+    """A baseline by name, or the trained policy (``mirror``: averaged with its mirror image)."""
     if name in POLICIES:
         if params is None:
             raise EvalError(f"--policy {name}: needs a trained run (RUN with a checkpoint)")
-        return NetPolicy(params, setup.obs_dim, greedy=name == "greedy", b=setup.b, seed=setup.seed)
+        return NetPolicy(params, setup.obs_dim, greedy=name == "greedy", b=setup.b, seed=setup.seed, mirror=mirror)
     return Baseline(name, setup.b, setup.seed, period)
 
 
 def evaluate(setup: EvalSetup, names: list[str], params: np.ndarray | None, period: int = DEFAULT_PERIOD,
-             backend: str = "numpy") -> tuple[dict[str, dict], dict]:
+             backend: str = "numpy", mirror: bool = False) -> tuple[dict[str, dict], dict]:
     """Run each named policy; returns ({name: trade_stats}, {name: fills table})."""
     results, fills = {}, {}
     for name in names:
-        r = run_policy(setup, make_policy(name, setup, params, period), backend)
+        r = run_policy(setup, make_policy(name, setup, params, period, mirror), backend)
         results[name] = run_stats(r, setup.seconds_per_step, setup.sim_params.max_position)
         fills[name] = r.fills
     return results, fills
@@ -439,7 +448,7 @@ def pooled_stats(runs: list, setups: list[EvalSetup]) -> dict:
 
 def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.ndarray | None, *, b: int,
                    steps: int | None, seed: int, period: int = DEFAULT_PERIOD, backend: str = "numpy",
-                   fills: bool = False) -> tuple[list[FileResult], dict, dict]:
+                   fills: bool = False, mirror: bool = False) -> tuple[list[FileResult], dict, dict]:
     """Each policy on each file (B backtests, ``steps`` or one pass over the file's window), and
     over all of them (``pooled_stats``; one file: its own statistics). Returns (per file,
     {policy: overall stats}, {policy: fills table}); with several files the fills carry a ``file``
@@ -450,7 +459,7 @@ def evaluate_files(files: list[EvalFile], config, names: list[str], params: np.n
     for name in names:
         runs, tables = [], []
         for res in results:
-            r = run_policy(res.setup, make_policy(name, res.setup, params, period), backend)
+            r = run_policy(res.setup, make_policy(name, res.setup, params, period, mirror), backend)
             res.policies[name] = run_stats(r, res.setup.seconds_per_step, res.setup.sim_params.max_position)
             runs.append(r)
             tables.append(r.fills if len(files) == 1 else

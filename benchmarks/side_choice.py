@@ -17,7 +17,12 @@ the same difference when long minus when short within each book class, weighted 
 classes' steps (``lean``: > 0 where the quotes lean against the position, as an inventory-aware market
 maker's do). Both read pi for a trained policy and the sent actions' shares for a baseline.
 
-    python benchmarks/side_choice.py RUN_DIR [--policy sampled --policy improve ...] [--b 16] [--json FILE]
+With ``--mirror`` a trained policy acts on its logits averaged with its mirror image's (alpharl.mirror):
+the constant tilt cancels, the dependence on the state stays; each policy's held-out PnL, trades and book
+(eval's statistics) come with its table, so the two can be set side by side.
+
+    python benchmarks/side_choice.py RUN_DIR [--policy sampled --policy improve ...] [--b 16] [--mirror]
+                                     [--json FILE]
 """
 from __future__ import annotations
 
@@ -127,7 +132,7 @@ class _Recorder:
         return act
 
 
-def run(run_dir: Path, policies: list[str], b: int, steps: int | None) -> dict:
+def run(run_dir: Path, policies: list[str], b: int, steps: int | None, mirror: bool = False) -> dict:
     config = read_run_config(run_dir)
     params = None
     if any(p in E.POLICIES for p in policies):
@@ -141,11 +146,14 @@ def run(run_dir: Path, policies: list[str], b: int, steps: int | None) -> dict:
         tables = []
         for f in files:
             setup = E.make_setup(config, f.market, *f.window, b, steps, config.seed, False)
-            policy = E.make_policy(name, setup, params)
+            policy = E.make_policy(name, setup, params, mirror=mirror)
             rec = _Recorder(policy) if name in E.POLICIES else None
             result = E.run_policy(setup, rec or policy)
             probs = np.stack(rec.probs) if rec else None
-            tables.append({"file": f.label, **side_table(result, setup.sim_params.max_position, probs)})
+            limit = setup.sim_params.max_position
+            stats = E.run_stats(result, setup.seconds_per_step, limit)
+            tables.append({"file": f.label, "mirror": mirror and name in E.POLICIES,
+                           **{k: stats[k] for k in ("pnl", "trades", "book")}, **side_table(result, limit, probs)})
         out[name] = tables
     return out
 
@@ -156,7 +164,10 @@ def markdown(out: dict) -> str:
         for t in tables:
             s = t["summary"]
             fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-            lines += [f"### {name} on {t['file']}", "",
+            lines += [f"### {name}{' (mirror-averaged)' if t['mirror'] else ''} on {t['file']}", "",
+                      f"Held out: {t['pnl']:,.0f} $ over {t['trades']} trades; both sides working in "
+                      f"{t['book']['two_sided']:.2f} of the steps, at the position limit in {t['book']['at_limit']:.2f}.",
+                      "",
                       f"One side missing (with room on it) in {s['one_missing']:.2f} of the steps: the missing side "
                       f"sent in {fmt(s['missing_sent'])} of them, the working side in {fmt(s['working_sent'])}. "
                       f"Side bias (sell - buy) {s['side_bias']:+.2f}; lean against the position {fmt(s['lean'])}.",
@@ -179,10 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", action="append", choices=E.ALL, help="policies (default: sampled, improve)")
     ap.add_argument("--b", type=int, default=16, help="backtests of the held-out pass")
     ap.add_argument("--steps", type=int, default=None, help="steps (default: one pass over the window)")
+    ap.add_argument("--mirror", action="store_true", help="trained policies averaged with their mirror image")
     ap.add_argument("--json", type=Path, default=None, help="write the tables as JSON here too")
     args = ap.parse_args(argv)
     try:
-        out = run(args.run, args.policy or ["sampled", "improve"], args.b, args.steps)
+        out = run(args.run, args.policy or ["sampled", "improve"], args.b, args.steps, args.mirror)
     except (E.EvalError, OSError, ValueError) as e:
         print(f"side_choice: {e}", file=sys.stderr)
         return 2

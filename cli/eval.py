@@ -41,6 +41,7 @@ def eval_(
     period: Annotated[int, typer.Option("--period", help="Steps per round trip of the periodic baseline.")] = DEFAULT_PERIOD,
     fills: Annotated[Path | None, typer.Option("--fills", help="Write every fill (all policies, with a 'policy' column) here: .parquet, .csv or Arrow.", show_default=False)] = None,
     backend: Annotated[str, typer.Option("--backend", help=f"Simulator: {' | '.join(EVAL_BACKENDS)}.")] = "numpy",
+    mirror: Annotated[bool, typer.Option("--mirror", help="The trained policy acts on its logits averaged with its mirror image's (buy and sell exchanged): a constant tilt to one side cancels, what depends on the state stays.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON for scripts.")] = False,
 ) -> None:
     """Evaluate a trained policy on what the run held out: PnL, Sharpe, drawdown, trades, win rate, beside baselines."""
@@ -68,11 +69,14 @@ def eval_(
             raise UserError(f"--policy {policy}: needs RUN, a trained run directory")
         else:
             config = TrainConfig()
+        if mirror and params is None:
+            raise UserError("--mirror: needs a trained policy (RUN, and --policy sampled or greedy if any)")
         if fills is not None and not fills.parent.is_dir():
             raise UserError(f"--fills {fills}: no such directory {fills.parent}")
         eval_seed = config.seed if seed is None else seed
         if not data and config.synthetic:
-            out, fill_tables = _synthetic(run, config, names, params, b, steps, eval_seed, period, backend, fills)
+            out, fill_tables = _synthetic(run, config, names, params, b, steps, eval_seed, period, backend, fills,
+                                          mirror)
         else:
             record = None
             if run is not None:
@@ -80,8 +84,9 @@ def eval_(
             files, skipped = E.plan(record, data, config, win, allow_overlap)
             results, overall, fill_tables = E.evaluate_files(files, config, names, params, b=b, steps=steps,
                                                              seed=eval_seed, period=period, backend=backend,
-                                                             fills=fills is not None)
+                                                             fills=fills is not None, mirror=mirror)
             out = eval_json(run, data if data else config.data, results, overall, skipped, b, eval_seed, fills)
+        out["mirror"] = mirror
         if fills is not None:
             E.write_fills(fill_tables, fills)
     if as_json:
@@ -105,10 +110,10 @@ def _window(window: str | None, start: float | None, end: float | None) -> tuple
     return a, z
 
 
-def _synthetic(run, config, names, params, b, steps, seed, period, backend, fills) -> tuple[dict, dict]:
+def _synthetic(run, config, names, params, b, steps, seed, period, backend, fills, mirror) -> tuple[dict, dict]:
     """A run on the synthetic market: its generator, no rows to hold out (``files`` empty); (out, fills)."""
     setup = E.make_setup(config, None, 0.0, 1.0, b, steps, seed, fills=fills is not None)
-    results, fill_tables = E.evaluate(setup, names, params, period, backend)
+    results, fill_tables = E.evaluate(setup, names, params, period, backend, mirror)
     return {"run": None if run is None else str(run), "data": "synthetic", "window": None, "b": setup.b,
             "steps": setup.steps, "seed": setup.seed, "episode_steps": setup.sim_params.episode_steps,
             "sim": _sim_json(setup.sim_params), "policies": results, "fills": None if fills is None else str(fills),
@@ -197,6 +202,8 @@ def eval_table(out: dict, width: int | None = None):
         where = f"{out['label']} {where}"
     if out.get("sim", {}).get("peg_quotes"):
         where += ", pegged and refilled quotes" if out["sim"].get("refill_quotes") else ", pegged quotes"
+    if out.get("mirror"):
+        where += ", mirror-averaged policy"
     if out.get("in_sample"):
         where += ", IN-SAMPLE (overlaps the training rows)"
     rows = []

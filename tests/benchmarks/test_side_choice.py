@@ -75,5 +75,11 @@ def test_held_out_pass_of_a_trained_run(tmp_path):
             else:
                 assert "pi_bid" not in r and r["market"] == 0.0   # improve only quotes
         assert -1.0 <= t["summary"]["side_bias"] <= 1.0
+        assert t["pnl"] is not None and 0.0 <= t["book"]["two_sided"] <= 1.0 and not t["mirror"]
     assert "### improve on" in sc.markdown(out) and "Side bias" in sc.markdown(out)
+    # mirror-averaged: the trained policy's pi is symmetric where the state is (a baseline is not touched)
+    mirrored = sc.run(run, ["sampled", "improve"], b=4, steps=30, mirror=True)
+    assert mirrored["sampled"][0]["mirror"] and not mirrored["improve"][0]["mirror"]
+    assert mirrored["improve"][0]["pnl"] == out["improve"][0]["pnl"]
+    assert "(mirror-averaged)" in sc.markdown(mirrored)
     assert sc.main([str(tmp_path / "nowhere")]) == 2

@@ -201,3 +201,29 @@ def test_kernel_simulator_agrees_with_the_reference():
 
 def test_bad_eval_backend():
     assert_one_line_error(runner.invoke(app, ["eval", "--backend", "tpu"]), "--backend 'tpu'")
+
+
+def test_mirror_averaged_policy(tmp_path):
+    """--mirror: the trained policies act on the mirror-averaged logits (alpharl.mirror), the baselines are
+    untouched, the JSON and the title say so, and the result repeats."""
+    run = trained_run(tmp_path / "run")
+    plain = json.loads(runner.invoke(app, ["eval", str(run), *SMALL]).output)
+    r = runner.invoke(app, ["eval", str(run), *SMALL, "--mirror"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["mirror"] and not plain["mirror"]
+    for name in BASELINES:
+        assert d["policies"][name] == plain["policies"][name]
+    assert all(np.isfinite(d["policies"][p]["pnl"]) for p in ("sampled", "greedy"))
+    again = json.loads(runner.invoke(app, ["eval", str(run), *SMALL, "--mirror", "--policy", "sampled"]).output)
+    assert again["policies"]["sampled"] == d["policies"]["sampled"]
+    r = runner.invoke(app, ["eval", str(run), "--steps", "12", "--b", "2", "--mirror", "--policy", "greedy"],
+                      env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "mirror-averaged policy" in " ".join(r.output.split())
+
+
+def test_mirror_needs_a_trained_policy(tmp_path):
+    assert_one_line_error(runner.invoke(app, ["eval", "--mirror", *SMALL]), "--mirror", "trained policy")
+    run = trained_run(tmp_path / "run")
+    assert_one_line_error(runner.invoke(app, ["eval", str(run), "--mirror", "--policy", "join", *SMALL]),
+                          "--mirror", "trained policy")
