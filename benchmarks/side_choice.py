@@ -166,7 +166,8 @@ def markdown(out: dict) -> str:
             fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
             lines += [f"### {name}{' (mirror-averaged)' if t['mirror'] else ''} on {t['file']}", "",
                       f"Held out: {t['pnl']:,.0f} $ over {t['trades']} trades; both sides working in "
-                      f"{t['book']['two_sided']:.2f} of the steps, at the position limit in {t['book']['at_limit']:.2f}.",
+                      f"{t['book']['two_sided']:.2f} of the steps, at the position limit in "
+                      f"{t['book']['at_limit']:.2f}.",
                       "",
                       f"One side missing (with room on it) in {s['one_missing']:.2f} of the steps: the missing side "
                       f"sent in {fmt(s['missing_sent'])} of them, the working side in {fmt(s['working_sent'])}. "
