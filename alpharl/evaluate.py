@@ -65,9 +65,11 @@ import pyarrow as pa
 from alpharl import actions as A
 from alpharl import windows as W
 from alpharl.atomic import atomic_writer
+from alpharl.checkpoint import check_obs_version, load_checkpoint
 from alpharl.dataset import build, content_sha256, data_specs, file_labels, find_sources, load_files
 from alpharl.mirror import levels_of, symmetric_logits
 from alpharl.nets import NetLayout
+from alpharl.rundir import CHECKPOINT_FILE
 from alpharl.sim import layout as L
 from alpharl.sim.driver import run_script
 from alpharl.sim.market import SyntheticMarket
@@ -489,6 +491,14 @@ def write_fills(fills: dict, out: Path | str) -> Path:
             with ipc.new_file(f, table.schema) as w:
                 w.write_table(table)
     return out
+
+
+def run_params(run: Path) -> np.ndarray:
+    """The online network's parameters of a run directory's checkpoint, refused (CheckpointError) when it
+    was trained on another observation layout."""
+    arrays, meta = load_checkpoint(run / CHECKPOINT_FILE)
+    check_obs_version(meta, run / CHECKPOINT_FILE)
+    return checkpoint_params(arrays)
 
 
 def checkpoint_params(arrays: dict) -> np.ndarray:

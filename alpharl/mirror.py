@@ -21,6 +21,8 @@ the position (a lean against it) is kept.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from alpharl.actions import Action
@@ -41,8 +43,10 @@ def levels_of(obs_dim: int) -> int:
     return levels
 
 
+@functools.lru_cache(maxsize=None)
 def mirror_index(obs_levels: int) -> tuple[np.ndarray, np.ndarray]:
-    """(source index, sign) per observation element: mirrored[i] = sign[i] * obs[source[i]]."""
+    """(source index, sign) per observation element: mirrored[i] = sign[i] * obs[source[i]]; built once per
+    level count (an evaluation mirrors every step's observations), read-only."""
     n = L.obs_dim(obs_levels)
     src, sign = np.arange(n), np.ones(n, np.float32)
     for lv in range(obs_levels):
@@ -55,6 +59,7 @@ def mirror_index(obs_levels: int) -> tuple[np.ndarray, np.ndarray]:
     for buy, sell in ((L.OBX_BUY_FLAG, L.OBX_SELL_FLAG), (L.OBX_BUY_QUEUE, L.OBX_SELL_QUEUE),
                       (L.OBX_BUY_OFF, L.OBX_SELL_OFF)):
         src[x + buy], src[x + sell] = x + sell, x + buy
+    src.flags.writeable = sign.flags.writeable = False
     return src, sign
 
 

@@ -35,8 +35,8 @@ import numpy as np
 
 from alpharl import evaluate as E
 from alpharl.actions import Action
-from alpharl.checkpoint import check_obs_version, load_checkpoint
-from alpharl.rundir import CHECKPOINT_FILE, read_dataset, read_run_config
+from alpharl.reference.nets import log_softmax
+from alpharl.rundir import read_dataset, read_run_config
 
 #: Action groups (the report's columns): name -> action ids.
 GROUPS = {"bid": (Action.JOIN_BID, Action.IMPROVE_BID), "ask": (Action.JOIN_ASK, Action.IMPROVE_ASK),
@@ -44,6 +44,7 @@ GROUPS = {"bid": (Action.JOIN_BID, Action.IMPROVE_BID), "ask": (Action.JOIN_ASK,
           "cancel": (Action.CANCEL, Action.FLATTEN)}
 #: Position classes, by the position q against the limit m.
 POSITIONS = ("short at limit", "short", "flat", "long", "long at limit")
+SHORT_AT_LIMIT, LONG_AT_LIMIT = POSITIONS.index("short at limit"), POSITIONS.index("long at limit")
 #: Book classes: which sides had a limit order working (bid, ask).
 BOOKS = {(True, True): "both", (True, False): "bid only", (False, True): "ask only", (False, False): "none"}
 
@@ -87,8 +88,8 @@ def side_table(result, limit: int, probs: np.ndarray | None = None) -> dict:
                     row[g] = float(probs[m][:, [int(i) for i in ids]].sum(axis=1).mean())
             rows.append(row)
     # exactly one side missing, and room on it (a missing bid while long at the limit cannot be sent)
-    bid_missing = ~bid & ask & (pos != 4)
-    ask_missing = bid & ~ask & (pos != 0)
+    bid_missing = ~bid & ask & (pos != LONG_AT_LIMIT)
+    ask_missing = bid & ~ask & (pos != SHORT_AT_LIMIT)
     missing = bid_missing | ask_missing
     sent_missing = (bid_missing & group_of["bid"]) | (ask_missing & group_of["ask"])
     sent_working = (bid_missing & group_of["ask"]) | (ask_missing & group_of["bid"])
@@ -126,19 +127,13 @@ class _Recorder:
 
     def __call__(self, obs):
         act = self.policy(obs)
-        z = self.policy.last_logits
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        self.probs.append(e / e.sum(axis=1, keepdims=True))
+        self.probs.append(np.exp(log_softmax(self.policy.last_logits, axis=1)))
         return act
 
 
 def run(run_dir: Path, policies: list[str], b: int, steps: int | None, mirror: bool = False) -> dict:
     config = read_run_config(run_dir)
-    params = None
-    if any(p in E.POLICIES for p in policies):
-        arrays, meta = load_checkpoint(run_dir / CHECKPOINT_FILE)
-        check_obs_version(meta, run_dir / CHECKPOINT_FILE)
-        params = E.checkpoint_params(arrays)
+    params = E.run_params(run_dir) if any(p in E.POLICIES for p in policies) else None
     record = read_dataset(run_dir) or E.derived_record(config, f"{run_dir}: its data")
     files, _ = E.plan(record, None, config, None, False)
     out = {}

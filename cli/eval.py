@@ -16,12 +16,11 @@ import typer
 from alpharl import evaluate as E
 from alpharl import jsontext
 from alpharl import target
-from alpharl.checkpoint import check_obs_version, load_checkpoint
 from alpharl.cli.errors import UserError, user_errors
 from alpharl.config import TrainConfig
 from alpharl.evaluate import ALL, BASELINES, DEFAULT_END, DEFAULT_PERIOD, DEFAULT_START, EVAL_BACKENDS, POLICIES
 from alpharl.report import fitted_table, fmt
-from alpharl.rundir import CHECKPOINT_FILE, CONFIG_FILE, read_dataset, read_run_config
+from alpharl.rundir import CONFIG_FILE, read_dataset, read_run_config
 from alpharl.windows import parse_window
 
 DEFAULT_EVAL_B = 16
@@ -62,9 +61,7 @@ def eval_(
                 raise UserError(f"{run}: no {CONFIG_FILE} there (not a run directory?)")
             config = read_run_config(run)
             if any(n in POLICIES for n in names):
-                arrays, meta = load_checkpoint(run / CHECKPOINT_FILE)
-                check_obs_version(meta, run / CHECKPOINT_FILE)
-                params = E.checkpoint_params(arrays)
+                params = E.run_params(run)
         elif policy in POLICIES:
             raise UserError(f"--policy {policy}: needs RUN, a trained run directory")
         else:
