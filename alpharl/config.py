@@ -109,6 +109,10 @@ class TrainConfig:
     mean by more than K_NOISE_Z of its standard deviations (both measured over the K floor's memory), so K does
     not walk to K_MAX on the ratio's scatter where the baseline explains little
     (cuda_kernels/controllers/anchors.py). Off: the band alone."""
+    mirror_policy: bool = False
+    """A mirror-equivariant actor: the policy acts on and learns through the logits averaged with those of the
+    market's buy/sell mirror image, z(s) = (f(s) + P f(M s)) / 2 (alpharl.mirror; cuda_kernels/nets/mirror.py),
+    so it cannot carry a constant tilt to one side. Off: the pi head's logits f(s) as they are."""
     tensor_cores: str = "off"
     """off | auto | on: run the large layers' products (encoder layer 2, Q advantage stream) on TF32 tensor
     cores through cuBLASLt (needs nvmath-python, the extra 'tc'); auto where measured faster
@@ -180,6 +184,9 @@ class TrainConfig:
                        "trajectory")
         if self.pace_policy and not self.adaptive_anchors:
             bad.append("--pace-policy needs --adaptive-anchors: it moves one of the anchors' targets")
+        if self.mirror_policy and self.features:
+            bad.append("--mirror-policy needs the order book's observation, not --features (which has no buy and "
+                       "sell side to exchange)")
         if self.k_noise_band and not self.adaptive_anchors:
             bad.append("--k-noise-band needs --adaptive-anchors: it widens the anchored K band")
         if not 0.0 <= self.gae_lambda <= 1.0:

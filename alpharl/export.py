@@ -8,7 +8,10 @@ with y = x W + b. The exports cut that vector into named tensors:
   W2 + b2)), the maths of ``alpharl.reference.learner.pi_logits``. Input ``obs``
   float32 [batch, obs_dim], output ``logits`` float32 [batch, N_ACTIONS], batch
   dynamic; one Gemm per layer (Gemm computes A B + C, our x W + b with W as
-  stored), a Tanh after each encoder layer.
+  stored), a Tanh after each encoder layer. A run trained with --mirror-policy acts
+  on z = (f(obs) + f(M obs)[P]) / 2 (alpharl.mirror): the graph then runs the path
+  twice, on obs and on its mirror (a Gather of the elements and a Mul by their signs),
+  and averages the logits (a Gather of the actions, Add, Mul by 0.5).
 - safetensors (``weight_tensors``): every layer of the online network as
   ``<layer>.weight`` [k_in, n_out] and ``<layer>.bias`` [n_out] (``enc.l1``,
   ``enc.l2``, ``q.adv``, ``q.val``, ``pi.out``, ``v.out``, ``bce.out``,
@@ -37,6 +40,7 @@ from alpharl.actions import Action
 from alpharl.atomic import atomic_write
 from alpharl.checkpoint import check_obs_version, load_checkpoint
 from alpharl.config import TrainConfig
+from alpharl.mirror import MIRROR_ACTION, levels_of, mirror_index
 from alpharl.nets import NetLayout
 from alpharl.sim import layout as L
 from alpharl.sizes import HIDDEN, N_ACTIONS
@@ -134,6 +138,11 @@ def metadata(policy: Policy) -> dict[str, str]:
         meta["sim"] = json.dumps({k: getattr(c.sim, k) for k in OBS_SIM_KEYS})
     if c.synthetic and not c.features:
         meta["tick"] = str(c.synth.tick)   # replayed data: the data's own tick
+    if c.mirror_policy:   # the policy is the mirror average of the acting path (module doc)
+        src, sign = mirror_index(levels_of(policy.layout.obs_dim))
+        meta["policy"] = "mirror-averaged: logits = (f(obs) + f(mirror(obs))[mirror_action]) / 2, f the acting path"
+        meta["mirror"] = json.dumps({"source": src.tolist(), "sign": sign.tolist(),
+                                     "mirror_action": np.asarray(MIRROR_ACTION).tolist()})
     return meta
 
 
@@ -143,16 +152,39 @@ def onnx_model(policy: Policy):
     onnx = require(PACKAGES["--onnx"], "--onnx")
     from onnx import TensorProto, helper, numpy_helper   # optional package (module doc)
 
-    nodes, inits, x = [], [], ONNX_INPUT
-    for layer, tanh in ACTING_PATH:
+    nodes, inits = [], []
+    for layer, _ in ACTING_PATH:
         w, b = policy.w(layer)
         inits += [numpy_helper.from_array(w, f"{layer}.weight"), numpy_helper.from_array(b, f"{layer}.bias")]
-        y = f"{layer}.linear" if tanh else layer
-        nodes.append(helper.make_node("Gemm", [x, f"{layer}.weight", f"{layer}.bias"], [y], name=f"{layer}.gemm"))
-        if tanh:
-            nodes.append(helper.make_node("Tanh", [y], [layer], name=f"{layer}.tanh"))
-        x = layer
-    nodes[-1].output[0] = ONNX_OUTPUT   # the last layer's output is the graph's
+
+    def path(x: str, tag: str) -> str:
+        """The acting path on x; node and value names carry ``tag`` (one pass of the mirror average)."""
+        for layer, tanh in ACTING_PATH:
+            y = f"{tag}{layer}.linear" if tanh else f"{tag}{layer}"
+            nodes.append(helper.make_node("Gemm", [x, f"{layer}.weight", f"{layer}.bias"], [y],
+                                          name=f"{tag}{layer}.gemm"))
+            if tanh:
+                nodes.append(helper.make_node("Tanh", [y], [f"{tag}{layer}"], name=f"{tag}{layer}.tanh"))
+            x = f"{tag}{layer}"
+        return x
+
+    f = path(ONNX_INPUT, "")
+    if policy.config.mirror_policy:
+        src, sign = mirror_index(levels_of(policy.layout.obs_dim))
+        inits += [numpy_helper.from_array(np.asarray(src, np.int64), "mirror.source"),
+                  numpy_helper.from_array(np.asarray(sign, np.float32)[None, :], "mirror.sign"),
+                  numpy_helper.from_array(np.asarray(MIRROR_ACTION, np.int64), "mirror.action"),
+                  numpy_helper.from_array(np.array(0.5, np.float32), "mirror.half")]
+        nodes += [helper.make_node("Gather", [ONNX_INPUT, "mirror.source"], ["mirror.gathered"], axis=1,
+                                   name="mirror.gather_obs"),
+                  helper.make_node("Mul", ["mirror.gathered", "mirror.sign"], ["mirror.obs"], name="mirror.sign_obs")]
+        f_m = path("mirror.obs", "mirror.")
+        nodes += [helper.make_node("Gather", [f_m, "mirror.action"], ["mirror.logits"], axis=1,
+                                   name="mirror.gather_actions"),
+                  helper.make_node("Add", [f, "mirror.logits"], ["mirror.sum"], name="mirror.add"),
+                  helper.make_node("Mul", ["mirror.sum", "mirror.half"], [ONNX_OUTPUT], name="mirror.average")]
+    else:
+        nodes[-1].output[0] = ONNX_OUTPUT   # the last layer's output is the graph's
     graph = helper.make_graph(
         nodes, "alpharl_policy",
         [helper.make_tensor_value_info(ONNX_INPUT, TensorProto.FLOAT, ["batch", policy.layout.obs_dim])],

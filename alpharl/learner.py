@@ -53,6 +53,14 @@ and the t+1 rows only the last slice's s_{t+1} (B rows, ``env.obs_next``); on th
 first K-loop iteration (``gae`` given) ``rl_gae`` runs on the ENV_ROWS branch after
 the V blend and writes the advantages every later iteration reuses.
 
+Mirror (``mirror``, ``--mirror-policy``): the actor is mirror-equivariant
+(cuda_kernels/nets/mirror.py): the stacked rows are [s_t (B) | M s_t (B) | s | s' |
+s_{t+1}], the narrow layers run on both env halves, ``rl_mirror_logits`` averages the
+pi logits (z = (f(s) + P f(M s)) / 2) before the PPO loss and ``rl_mirror_grads`` splits
+its gradient over the two passes (zero V/BCE/AUX gradient on the mirror rows); the
+encoder's backward then covers [s_t | M s_t | s]. Acting (``act_forward``) samples from
+the same z. Two more launches an update, one an act.
+
 Fused (``fused="on"``, ``--fused-update on``): the whole sequence above as one cooperative launch,
 ``rl_update_fused`` (cuda_kernels/nets/fused.py: the same maths in nine phases separated by grid
 barriers), with one rank and no GAE pass to run (the first iteration of a rollout's update keeps the
@@ -74,11 +82,13 @@ from alpharl.cuda_kernels.nets import fused as KF
 from alpharl.cuda_kernels.nets import gemm as G
 from alpharl.cuda_kernels.nets import heads as KH
 from alpharl.cuda_kernels.nets import losses as KL
+from alpharl.cuda_kernels.nets import mirror as KM
 from alpharl.cuda_kernels.nets import narrow as KN
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP, ENV_ROWS_BLOCK, rl_env_rows
 from alpharl.cuda_kernels.nets.rollout import GAE_BLOCK, rl_gae
 from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, argmax_expected_q_grid
 from alpharl.graph import Branches
+from alpharl.mirror import MIRROR_ACTION, levels_of, mirror_index
 from alpharl.nets import MODULES, Launcher, Nets, dw_partial_size
 from alpharl.sizes import N_ACTIONS, N_ATOMS, cdiv
 from alpharl.tensor_gemm import tensor_gemm
@@ -105,16 +115,22 @@ class Learner:
     """
 
     def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None,
-                 rel_update: bool = False, ranks=None, tensor_cores: str = "off", fused: str = "off"):
+                 rel_update: bool = False, ranks=None, tensor_cores: str = "off", fused: str = "off",
+                 mirror: bool = False):
         """rel_update: the grad guard also writes each module's relative update (--adaptive-anchors).
         ranks: alpharl.ranks.RankSync with data-parallel ranks (None: one rank).
         tensor_cores: off | auto | on, which large-layer products run on cuBLASLt's TF32 tensor cores
         (alpharl.tensor_gemm; always none under the CUDA simulator).
         fused: off | on, whether an update runs as the one cooperative launch rl_update_fused (module
-        docstring; with ranks always off)."""
+        docstring; with ranks or mirror always off).
+        mirror: the mirror-equivariant actor (module docstring); needs a market observation
+        (alpharl.sim.layout's, of whole book levels)."""
         if fused not in FUSED_MODES:
             raise ValueError(f"fused {fused!r}: expected one of {', '.join(FUSED_MODES)}")
-        self.fused = fused if ranks is None else "off"
+        self.fused = fused if ranks is None and not mirror else "off"
+        self.mirror = bool(mirror)
+        #: env rows of the encoder per env sample: 2 with the mirror rows
+        self.em = 2 if self.mirror else 1
         self.nets = nets
         self.ranks = ranks
         self.rel_update = np.int32(1 if rel_update else 0)
@@ -127,11 +143,12 @@ class Learner:
         self.branches = Branches(stream, N_BRANCHES)
         self.side_launch = [Launcher(side, self.tc) for side in self.branches.sides]
         if self.tc is not None:   # the ones vector of the db products: up to B + M rows (the encoder's)
-            self.tc.reserve(stream, self.max_b + self.max_m)
+            self.tc.reserve(stream, self.em * self.max_b + self.max_m)
         lay = nets.layout
         d, h = lay.obs_dim, lay.hidden
-        rows = self.max_b + 2 * self.max_m + self.max_next
-        grows = self.max_b + self.max_m
+        eb_max = self.em * self.max_b   # env rows, the mirror's included
+        rows = eb_max + 2 * self.max_m + self.max_next
+        grows = eb_max + self.max_m
         nq = N_ACTIONS * N_ATOMS
         f32 = np.float32
 
@@ -142,25 +159,30 @@ class Learner:
         self.th1, self.th = buf(self.max_m * h), buf(self.max_m * h)
         self.q_adv, self.q_val = buf(2 * self.max_m * nq), buf(rows * N_ATOMS)
         self.t_adv, self.t_val = buf(self.max_m * nq), buf(self.max_m * N_ATOMS)
-        self.pi_logits = buf(self.max_b * N_ACTIONS)
+        self.pi_logits = buf(eb_max * N_ACTIONS)
         self.v_out, self.v_dq = buf(rows), buf(rows)
-        self.bce_out, self.aux_out = buf(self.max_b), buf(self.max_b)
+        self.bce_out, self.aux_out = buf(eb_max), buf(eb_max)
         self.a_star = buf(self.max_m, np.int32)
         self.d_adv, self.d_val, self.td = buf(self.max_m * nq), buf(self.max_m * N_ATOMS), buf(self.max_m)
         self.loss_stride = max(self.max_b, self.max_m)
         self.losses = buf(KL.N_LOSSES * self.loss_stride)
         self.v_used, self.v_used_next = buf(self.max_b), buf(self.max_next)
         self.advantage, self.ret, self.ppo_adv = buf(self.max_b), buf(self.max_b), buf(self.max_b)
-        self.d_pi = buf(self.max_b * N_ACTIONS)
+        self.d_pi = buf(eb_max * N_ACTIONS)
         self.entropy, self.kl, self.ratio = buf(self.max_b), buf(self.max_b), buf(self.max_b)
-        self.dv, self.dbce, self.daux = buf(self.max_b), buf(self.max_b), buf(self.max_b)
+        self.dv, self.dbce, self.daux = buf(eb_max), buf(eb_max), buf(eb_max)
         self.dh, self.dh1 = buf(grows * h), buf(grows * h)
         # dW partials for any B <= max_b, M <= max_m (the split count grows with the rows); one buffer
         # per dW product that may run concurrently (the Q advantage stream's, the encoder's two).
         self.partial_q = buf(dw_partial_size(self.max_m, h, nq))
         self.partial_e2 = buf(dw_partial_size(grows, h, h))
         self.partial = buf(dw_partial_size(grows, d, h))
-        self.narrow_partial = buf(KN.dw_partial_size(max(self.max_b, self.max_m), h))
+        self.narrow_partial = buf(KN.dw_partial_size(max(eb_max, self.max_m), h))
+        # the mirror maps (alpharl.mirror) on the device; one-element stand-ins without the mirror
+        src, sign = mirror_index(levels_of(d)) if self.mirror else (np.zeros(1), np.ones(1))
+        self.mirror_src = cuda.to_device(np.asarray(src, np.int32), stream=stream)
+        self.mirror_sign = cuda.to_device(np.asarray(sign, f32), stream=stream)
+        self.mirror_perm = cuda.to_device(np.asarray(MIRROR_ACTION, np.int32), stream=stream)
         self.narrow_offsets = cuda.to_device(KN.layer_offsets(lay))
         self.w_narrow, self.y_narrow = buf((h + 1) * KN.N_COLS), buf(rows * KN.N_COLS)
         self._outputs: dict = {}
@@ -175,7 +197,7 @@ class Learner:
         n_next = b if n_next is None else n_next
         key = (b, m, n_next)
         if key not in self._outputs:
-            o_tp1 = b + 2 * m
+            o_tp1 = self.em * b + 2 * m
             self._outputs[key] = LearnerOutputs(
                 q_priority=self.losses[:m], td=self.td[:m], a_star=self.a_star[:m],
                 entropy=self.entropy[:b], kl=self.kl[:b], ratio=self.ratio[:b],
@@ -205,11 +227,12 @@ class Learner:
             raise ValueError(f"mode {mode} with B={b}, t+1 rows {n_next}, gae {gae is not None}")
         d, h = lay.obs_dim, lay.hidden
         nq = N_ACTIONS * N_ATOMS
-        rows, grows = b + 2 * m + n_next, b + m
+        bm = self.em * b   # env rows of the encoder: [s_t | M s_t] with the mirror
+        rows, grows = bm + 2 * m + n_next, bm + m
         if gae is None and self.fused == "on":
             self._update_fused(env, rep, isv, gate, mode, b, m, n_next)
             return self.outputs(b, m, n_next)
-        o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
+        o_s, o_sp, o_tp1 = bm, bm + m, bm + 2 * m
         i32 = np.int32
         TANH, NONE = G.ACT_TANH, G.ACT_NONE
         eb = lambda n: (cdiv(n, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, st)  # noqa: E731
@@ -220,7 +243,8 @@ class Learner:
         br, sl = self.branches, self.side_launch
         # 1-2. forward at the current parameters; the target net's forward on its own branch
         KH.rl_stack_obs[eb(rows * d)](gate, V.flat(env.obs), V.flat(rep.obs), V.flat(rep.obs_next),
-                                      V.flat(env.obs_next), i32(b), i32(m), i32(n_next), i32(d), self.x0)
+                                      V.flat(env.obs_next), i32(b), i32(m), i32(n_next), i32(d), i32(bm - b),
+                                      self.mirror_src, self.mirror_sign, self.x0)
         br.fork(NARROW_W)
         sl[NARROW_W].narrow_gather_w(gate, p, offs, self.w_narrow)
         br.fork(TARGET)
@@ -233,7 +257,7 @@ class Learner:
         br.fork(Q_FORWARD)
         sl[Q_FORWARD].forward(gate, hv(self.h, o_s, o_tp1), 2 * m, L["q.adv"], p, self.q_adv, NONE)
         br.join(NARROW_W)
-        ln.narrow_forward(gate, self.h, rows, b, p, offs, self.w_narrow, self.y_narrow, isv,
+        ln.narrow_forward(gate, self.h, rows, bm, p, offs, self.w_narrow, self.y_narrow, isv,
                           (self.q_val, self.v_out, self.pi_logits, self.bce_out, self.aux_out, self.v_dq), gather=False)
         br.join(Q_FORWARD)
 
@@ -250,12 +274,17 @@ class Learner:
                 gate, gae.reward, gae.done, gae.v_used, V(self.v_out, last, b), V(self.v_dq, last, b),
                 V(self.v_out, o_tp1, o_tp1 + n_next), V(self.v_dq, o_tp1, o_tp1 + n_next), i32(b // n_next),
                 i32(n_next), np.float32(gae.lam), isv, self.advantage, self.ret, self.ppo_adv)
+        mg = (cdiv(b * N_ACTIONS, KM.MIRROR_BLOCK), KM.MIRROR_BLOCK, pst)
+        if self.mirror:   # z = (f(s) + P f(M s)) / 2 into the s_t rows, before the PPO loss reads them
+            KM.rl_mirror_logits[mg](gate, self.pi_logits, i32(b), self.mirror_perm)
         rl_env_rows[cdiv(b, ENV_ROWS_BLOCK), ENV_ROWS_BLOCK, pst](
             gate, i32(mode), V(self.v_out, 0, b), V(self.v_dq, 0, b), V(self.v_out, o_tp1, o_tp1 + n_next),
             V(self.v_dq, o_tp1, o_tp1 + n_next), env.reward, env.done, self.pi_logits, env.action, env.logp_old,
             self.ppo_adv, self.bce_out, env.label_up, self.aux_out, env.label_ret, i32(b), i32(n_next), isv, i32(s),
             self.v_used, self.v_used_next, self.advantage, self.ret, self.d_pi, self.entropy, self.kl, self.ratio,
             self.dv, self.dbce, self.daux, self.losses)
+        if self.mirror:   # dL/dz over the two passes; the mirror rows feed no other head
+            KM.rl_mirror_grads[mg](gate, self.d_pi, self.dv, self.dbce, self.daux, i32(b), self.mirror_perm)
 
         # 4. (a) Q: Double-DQN C51 target, CE with IS weights; the advantage stream's [dW; db] on a branch, its dX
         argmax_expected_q[(*argmax_expected_q_grid(m), st)](
@@ -273,15 +302,15 @@ class Learner:
         br.join(ENV_ROWS)
 
         # 5. narrow layers' backward: [dW; db] of q.val (rows s), pi, V, BCE, AUX (rows s_t); dh(s_t), dh(s) += q.val's
-        n_chunks, chunk_rows = KN.dw_split(max(b, m))
+        n_chunks, chunk_rows = KN.dw_split(max(bm, m))
         wst = br.fork(NARROW_DW)
-        KN.rl_narrow_backward_dw[KN.dw_grid(max(b, m), h), KN.DW_THREADS, wst](
-            gate, self.h, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
+        KN.rl_narrow_backward_dw[KN.dw_grid(max(bm, m), h), KN.DW_THREADS, wst](
+            gate, self.h, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(bm), i32(m), i32(h),
             i32(chunk_rows), self.narrow_partial)
         KN.rl_narrow_dw_reduce[cdiv((h + 1) * KN.N_COLS, KN.NARROW_BLOCK), KN.NARROW_BLOCK, wst](
             gate, self.narrow_partial, offs, i32(n_chunks), i32(h), gr)
         KN.rl_narrow_backward_dx[KN.dx_grid(grows, h), KN.NARROW_BLOCK, st](
-            gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(b), i32(m), i32(h),
+            gate, self.h, p, offs, self.d_val, self.dv, self.d_pi, self.dbce, self.daux, i32(bm), i32(m), i32(h),
             self.dh)
 
         # 6. (g) encoder backward over [s_t | s]: dh holds d(loss)/d(pre-activation of layer 2); layer 2's
@@ -333,16 +362,27 @@ class Learner:
     def act_forward(self, obs, gate):
         """pi logits [b, N_ACTIONS] of the online net at obs [b, obs_dim] (b <= max_b), for acting.
 
-        Three launches (encoder, pi head) into this learner's scratch rows; the
+        Three launches (encoder, pi head; five with the mirror: the stacked rows [obs | M obs] and the
+        average) into this learner's scratch rows; the
         next update overwrites them, so sample the action before it runs.
         """
         b = obs.shape[0]
         if not 1 <= b <= self.max_b:
             raise ValueError(f"batch B={b} outside this learner's 1..{self.max_b}")
         L, p, ln = self.nets.layout.layers, self.nets.params, self.launch
-        ln.forward(gate, self.views.flat(obs), b, L["enc.l1"], p, self.h1, G.ACT_TANH)
-        ln.forward(gate, self.h1, b, L["enc.l2"], p, self.h, G.ACT_TANH)
-        ln.forward(gate, self.h, b, L["pi.out"], p, self.pi_logits, G.ACT_NONE)
+        x, n = self.views.flat(obs), b
+        if self.mirror:   # [obs | M obs] through encoder and pi head, then z into the first b rows
+            n, d = 2 * b, self.nets.layout.obs_dim
+            KH.rl_stack_obs[cdiv(n * d, G.ELEMWISE_BLOCK), G.ELEMWISE_BLOCK, self.stream](
+                gate, x, x, x, x, np.int32(b), np.int32(0), np.int32(0), np.int32(d), np.int32(b), self.mirror_src,
+                self.mirror_sign, self.x0)
+            x = self.x0
+        ln.forward(gate, x, n, L["enc.l1"], p, self.h1, G.ACT_TANH)
+        ln.forward(gate, self.h1, n, L["enc.l2"], p, self.h, G.ACT_TANH)
+        ln.forward(gate, self.h, n, L["pi.out"], p, self.pi_logits, G.ACT_NONE)
+        if self.mirror:
+            KM.rl_mirror_logits[cdiv(b * N_ACTIONS, KM.MIRROR_BLOCK), KM.MIRROR_BLOCK, self.stream](
+                gate, self.pi_logits, np.int32(b), self.mirror_perm)
         return self.views(self.pi_logits, 0, b * N_ACTIONS, (b, N_ACTIONS))
 
     def soft_update(self, isv) -> None:

@@ -135,6 +135,7 @@ def run(run_dir: Path, policies: list[str], b: int, steps: int | None, mirror: b
     config = read_run_config(run_dir)
     params = E.run_params(run_dir) if any(p in E.POLICIES for p in policies) else None
     record = read_dataset(run_dir) or E.derived_record(config, f"{run_dir}: its data")
+    mirror = mirror or config.mirror_policy   # a run trained with --mirror-policy acts mirror-averaged
     files, _ = E.plan(record, None, config, None, False)
     out = {}
     for name in policies:

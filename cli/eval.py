@@ -68,6 +68,7 @@ def eval_(
             config = TrainConfig()
         if mirror and params is None:
             raise UserError("--mirror: needs a trained policy (RUN, and --policy sampled or greedy if any)")
+        mirror = mirror or (params is not None and config.mirror_policy)   # a mirror-trained run acts so
         if fills is not None and not fills.parent.is_dir():
             raise UserError(f"--fills {fills}: no such directory {fills.parent}")
         eval_seed = config.seed if seed is None else seed

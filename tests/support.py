@@ -102,3 +102,21 @@ def load_benchmark(name: str):
     sys.modules[path.stem] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def random_nets(rng, obs_dim: int, hidden: int):
+    """alpharl.nets.Nets with random parameters at a scale where every head contributes (not the small
+    output-layer init), the target net a perturbed copy of the online encoder + Q."""
+    from alpharl.nets import Nets
+
+    nets = Nets(obs_dim, seed=11, hidden=hidden)
+    lay = nets.layout
+    p = nonzero_uniform(rng, lay.n_params, -0.5, 0.5)
+    nets.params.copy_to_device(p)
+    nets.target.copy_to_device(p[: lay.n_target] + nonzero_uniform(rng, lay.n_target, -0.1, 0.1))
+    return nets
+
+
+def batch_to_device(batch):
+    """A batch NamedTuple (alpharl.batches) with every array on the device."""
+    return type(batch)(*(None if v is None else cuda.to_device(v) for v in batch))

@@ -73,7 +73,7 @@ class DeviceBackend(SharedOps):
         self.ranks = rank_sync(comm, self.nets.layout.n_params, device=True, stream=st)
         self.learner = Learner(self.nets, max(B, n_update), m, stream=st, max_next=B,
                                rel_update=config.adaptive_anchors, ranks=self.ranks, tensor_cores=config.tensor_cores,
-                               fused=config.fused_update)
+                               fused=config.fused_update, mirror=config.mirror_policy)
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, seed, stream=st)
         self.controllers = Controllers(st, anchors=config.adaptive_anchors, pace=config.pace_policy,
                                       k_noise=config.k_noise_band)

@@ -87,6 +87,7 @@ class NumpyBackend(SharedOps):
         self.anchors = config.adaptive_anchors
         self.pace = config.pace_policy
         self.k_noise = config.k_noise_band
+        self.mirror = config.mirror_policy
         self.prng = seed_states(seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(B, n_update, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
@@ -112,7 +113,7 @@ class NumpyBackend(SharedOps):
         pass  # host arrays: every operation is done when it returns
 
     def act(self) -> None:
-        logits = RL.pi_logits(self.nets.state["params"], self.layout, self.sim.obs)
+        logits = RL.pi_logits(self.nets.state["params"], self.layout, self.sim.obs, self.mirror)
         rl_pi_action_kernel(logits, self.prng, self.actions, self.logp)
 
     def simulate(self) -> None:
@@ -155,7 +156,7 @@ class NumpyBackend(SharedOps):
         r = RL.update(self.nets.state, self.isv, env, mb, self.layout, dtype=np.float32, mode=phase,
                       gae=self.rollout.gae_inputs(self.lam) if gae else None,
                       gae_buffers=self.gae_buffers if phase == ENV_GAE else None, rel_update=self.anchors,
-                      ranks=self.ranks)
+                      ranks=self.ranks, mirror=self.mirror)
         self.nets.state = {k: np.asarray(v, np.float32) if k != "adam_state" else v for k, v in r.state.items()}
         self.isv[:] = r.isv
         self.v_used = np.asarray(r.out.v_used, np.float32)

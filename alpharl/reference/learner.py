@@ -13,6 +13,10 @@ and V out (zero head gradients, pi and V not stepped, their loss slots held);
 ENV_GAE takes the rollout's T B env rows and B t+1 rows, and the advantages from
 ``gae_buffers`` (advantage, ret, ppo_adv: host arrays [T B]), which ``rl_gae`` fills
 first when ``gae`` (alpharl.batches.GaeInputs on host arrays) is given.
+
+``mirror`` (--mirror-policy; cuda_kernels/nets/mirror.py): the rows are
+[s_t (B) | M s_t (B) | s | s' | s_{t+1}], the policy's logits z = (f(s_t) + P f(M s_t)) / 2,
+and the PPO gradient reaches the encoder through both passes.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
 from alpharl.cuda_kernels.nets import adam as KA
 from alpharl.cuda_kernels.nets import losses as KL
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
+from alpharl.mirror import MIRROR_ACTION, levels_of, mirror_obs, symmetric_logits
 from alpharl.nets import MODULES, NetLayout
 from alpharl.reference import controllers as RC
 from alpharl.reference import narrow as N
@@ -50,28 +55,41 @@ def encode(p, layout: NetLayout, x):
     return h1, R.linear(h1, *_w(p, layout, "enc.l2"), "tanh")
 
 
-def pi_logits(p, layout: NetLayout, obs) -> np.ndarray:
-    """float32 [b, N_ACTIONS]: the policy's logits at obs [b, obs_dim] (acting; no gradient)."""
-    _, h = encode(p, layout, obs)
-    return np.asarray(R.linear(h, *_w(p, layout, "pi.out")), np.float32)
+def pi_logits(p, layout: NetLayout, obs, mirror: bool = False) -> np.ndarray:
+    """float32 [b, N_ACTIONS]: the policy's logits at obs [b, obs_dim] (acting; no gradient); with ``mirror``
+    the mirror-averaged z (module docstring)."""
+    def f(x):
+        return R.linear(encode(p, layout, x)[1], *_w(p, layout, "pi.out"))
+    if mirror:
+        return np.asarray(symmetric_logits(f, np.asarray(obs), levels_of(layout.obs_dim)), np.float32)
+    return np.asarray(f(obs), np.float32)
 
 
-def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64, support=None) -> dict:
+def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64, support=None,
+            mirror: bool = False) -> dict:
     """Every activation of the update at parameters p (online) and target (encoder + Q); V_dq on the
-    C51 support [V_MIN, V_MAX] (None: the bootstrap +-10)."""
+    C51 support [V_MIN, V_MAX] (None: the bootstrap +-10). ``mirror``: module docstring (``pi_logits`` is z,
+    ``pi_logits_f`` the pi head on both env halves)."""
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     b, m, n_next = len(env.action), len(rep.action), len(env.obs_next)
-    x0 = np.concatenate([cast(env.obs), cast(rep.obs), cast(rep.obs_next), cast(env.obs_next)])
+    env_rows = [cast(env.obs)] + ([mirror_obs(cast(env.obs), levels_of(layout.obs_dim))] if mirror else [])
+    bm = b * len(env_rows)
+    x0 = np.concatenate([*env_rows, cast(rep.obs), cast(rep.obs_next), cast(env.obs_next)])
     h1, h = encode(p, layout, x0)
     _, th = encode(target, layout, cast(rep.obs_next))
-    o_s, o_sp, o_tp1 = b, b + m, b + 2 * m
-    return {
-        "b": b, "m": m, "n_next": n_next, "x0": x0, "h1": h1, "h": h,
+    o_s, o_sp, o_tp1 = bm, bm + m, bm + 2 * m
+    fw = {
+        "b": b, "bm": bm, "m": m, "n_next": n_next, "x0": x0, "h1": h1, "h": h,
         "q_adv": R.linear(h[o_s:o_tp1], *_w(p, layout, "q.adv")),
         "t_adv": R.linear(th, *_w(target, layout, "q.adv")),
-        **N.forward(h, th, p, target, layout, b, support),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
+        **N.forward(h, th, p, target, layout, bm, support),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
         "o_s": o_s, "o_sp": o_sp, "o_tp1": o_tp1,
     }
+    f = fw["pi_logits_f"] = fw["pi_logits"]
+    if mirror:
+        fw["pi_logits"] = 0.5 * (f[:b] + f[b:][:, MIRROR_ACTION])
+        fw["bce_out"], fw["aux_out"] = fw["bce_out"][:b], fw["aux_out"][:b]
+    return fw
 
 
 def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64, mode: int = ENV_ONE_STEP,
@@ -139,10 +157,10 @@ def head_losses(fw: dict, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv, dty
 
 
 def total_loss(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, fixed: dict, isv,
-               dtype=np.float64) -> float:
+               dtype=np.float64, mirror: bool = False) -> float:
     """L = L_q (IS-weighted) + L_pi + L_v + L_bce + L_aux at parameters p, targets held fixed (no L_pi, L_v on
     a collect step)."""
-    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv))
+    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv), mirror)
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
     ppo_v = 0.0 if hl["pi"] is None else hl["pi"].mean() + hl["v"].mean()
     return float(hl["q_loss_weighted"] + ppo_v + hl["bce"].mean() + hl["aux"].mean())
@@ -150,9 +168,13 @@ def total_loss(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, fi
 
 def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
     """The flat gradient of total_loss (analytic backward, as the kernels run it)."""
-    b, m = fw["b"], fw["m"]
+    b, bm = fw["b"], fw["bm"]
     h, h1 = fw["h"], fw["h1"]
     g = np.zeros_like(p)
+    d_pi, dv, dbce, daux = hl["d_pi"], hl["dv"], hl["dbce"], hl["daux"]
+    if bm > b:   # the mirror: dL/dz half to each pass (the mirror pass's through P), nothing else on its rows
+        d_pi = 0.5 * np.concatenate([d_pi, d_pi[:, np.argsort(MIRROR_ACTION)]])
+        dv, dbce, daux = (np.concatenate([x, np.zeros_like(x)]) for x in (dv, dbce, daux))
     o_s, o_sp = fw["o_s"], fw["o_sp"]
 
     def head(name, x, dy):
@@ -165,12 +187,13 @@ def gradients(p, layout: NetLayout, fw: dict, hl: dict) -> np.ndarray:
 
     # The Q advantage stream's dX on s, then the narrow layers (q.val on s; pi, V, BCE, AUX on s_t) and tanh'.
     dh_s = head("q.adv", h[o_s:o_sp], hl["d_adv"])
-    dpre2, narrow = N.backward(h, p, layout, b, hl["d_val"], hl["dv"], hl["d_pi"], hl["dbce"], hl["daux"], dh_s)
+    dpre2, narrow = N.backward(h, p, layout, bm, hl["d_val"], dv, d_pi, dbce, daux, dh_s)
     for name, (dw, db) in narrow.items():
         g[layout.layers[name].w] = dw.ravel()
         g[layout.layers[name].b] = db
-    dh1 = head("enc.l2", h1[:b + m], dpre2) * (1 - h1[:b + m] ** 2)
-    head("enc.l1", fw["x0"][:b + m], dh1)
+    grows = bm + fw["m"]
+    dh1 = head("enc.l2", h1[:grows], dpre2) * (1 - h1[:grows] ** 2)
+    head("enc.l1", fw["x0"][:grows], dh1)
     return g
 
 
@@ -185,11 +208,12 @@ def relative_update(p_w, g_w, m_w, v_w, t: int, lr: float, ref_sq: float) -> flo
 
 def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout, dtype=np.float64,
            mode: int = ENV_ONE_STEP, gae=None, gae_buffers: dict | None = None, rel_update: bool = False,
-           ranks=None) -> UpdateResult:
+           ranks=None, mirror: bool = False) -> UpdateResult:
     """One whole learning update. state: params, adam_m, adam_v, target, adam_state (as Nets.state_dict()).
     mode, gae, gae_buffers: see the module docstring. rel_update: also each learning module's relative update
     into its RL_OBS_*_REL_UPDATE slot (rl_grad_guard's flag). ranks: alpharl.ranks.RankSync (float32 only) with
     data-parallel ranks: the gradient and the ISV's batch statistics averaged over them before the guard.
+    mirror: the mirror-equivariant actor (module docstring).
 
     Returns the new state, the updated isv (a copy), the gradient and every per-sample output (the PPO/V ones
     None on a collect step).
@@ -197,7 +221,7 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
     isv = np.array(isv, np.float32, copy=True)
     p = np.asarray(state["params"], dtype)
     target = np.asarray(state["target"], dtype)
-    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv))
+    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv), mirror)
     fixed = targets(fw, env, rep, isv, dtype, mode, gae, gae_buffers)
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
     g = gradients(p, layout, fw, hl)

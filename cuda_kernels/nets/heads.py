@@ -151,27 +151,33 @@ def rl_dueling_logits(gate, adv, val, n, out):
 
 
 @kernel("void(int32[::1], float32[::1], float32[::1], float32[::1], float32[::1], int32, int32, int32, int32, "
-        "float32[::1])")
-def rl_stack_obs(gate, obs_t, obs_s, obs_sp, obs_tp1, n_b, n_m, n_next, dim, out):
-    """Stack the encoder's input rows: out = [obs_t (n_b) | obs_s (n_m) | obs_sp (n_m) | obs_tp1 (n_next)].
+        "int32, int32[::1], float32[::1], float32[::1])")
+def rl_stack_obs(gate, obs_t, obs_s, obs_sp, obs_tp1, n_b, n_m, n_next, dim, n_mirror, mirror_src, mirror_sign, out):
+    """Stack the encoder's input rows:
+    out = [obs_t (n_b) | M obs_t (n_mirror) | obs_s (n_m) | obs_sp (n_m) | obs_tp1 (n_next)].
 
     One encoder pass then serves the env batch at t and t+1 and the replay
-    minibatch at s and s'; the rows that get gradients ([obs_t | obs_s]) come
+    minibatch at s and s'; the rows that get gradients ([obs_t | M obs_t | obs_s]) come
     first and are contiguous. All arrays row-major with `dim` columns. n_next = n_b
     but on a rollout's update step (``--rollout T``): the env rows are then the
     rollout's T B and the t+1 rows only the last slice's s_{t+1} (B).
-    Launch [ceil((n_b + 2 n_m + n_next) dim / ELEMWISE_BLOCK), ELEMWISE_BLOCK].
+    n_mirror = n_b with --mirror-policy (else 0): the env rows' mirror images
+    (alpharl.mirror), (M x)[j] = mirror_sign[j] x[mirror_src[j]], for the actor's second pass.
+    Launch [ceil((n_b + n_mirror + 2 n_m + n_next) dim / ELEMWISE_BLOCK), ELEMWISE_BLOCK].
     """
     if gate[0] == 0:
         return
     i = cuda.grid(1)
     row = i // dim
     col = i - row * dim
+    n_e = n_b + n_mirror
     if row < n_b:
         out[i] = obs_t[row * dim + col]
-    elif row < n_b + n_m:
-        out[i] = obs_s[(row - n_b) * dim + col]
-    elif row < n_b + 2 * n_m:
-        out[i] = obs_sp[(row - n_b - n_m) * dim + col]
-    elif row < n_b + 2 * n_m + n_next:
-        out[i] = obs_tp1[(row - n_b - 2 * n_m) * dim + col]
+    elif row < n_e:
+        out[i] = mirror_sign[col] * obs_t[(row - n_b) * dim + mirror_src[col]]
+    elif row < n_e + n_m:
+        out[i] = obs_s[(row - n_e) * dim + col]
+    elif row < n_e + 2 * n_m:
+        out[i] = obs_sp[(row - n_e - n_m) * dim + col]
+    elif row < n_e + 2 * n_m + n_next:
+        out[i] = obs_tp1[(row - n_e - 2 * n_m) * dim + col]

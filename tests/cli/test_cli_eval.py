@@ -227,3 +227,20 @@ def test_mirror_needs_a_trained_policy(tmp_path):
     run = trained_run(tmp_path / "run")
     assert_one_line_error(runner.invoke(app, ["eval", str(run), "--mirror", "--policy", "join", *SMALL]),
                           "--mirror", "trained policy")
+
+
+def test_a_mirror_trained_run_acts_mirror_averaged(tmp_path):
+    """A run trained with --mirror-policy is evaluated as the policy it trained: the mirror average, without
+    --mirror (the same numbers as the plain run's checkpoint with --mirror)."""
+    run = trained_run(tmp_path / "run")
+    layout = NetLayout(L.obs_dim(SimParams().obs_levels))   # weights large enough that the mirror shows
+    params = np.random.default_rng(5).normal(0.0, 0.5, layout.n_params).astype(np.float32)
+    save_checkpoint(run / CHECKPOINT_FILE, {"nets.params": params}, {"step": 10, "obs_version": L.OBS_VERSION})
+    mirrored = json.loads(runner.invoke(app, ["eval", str(run), *SMALL, "--mirror"]).output)
+    plain = json.loads(runner.invoke(app, ["eval", str(run), *SMALL]).output)
+    with open(run / "config.toml", "a") as f:
+        f.write("mirror_policy = true\n")
+    d = json.loads(runner.invoke(app, ["eval", str(run), *SMALL]).output)
+    assert d["mirror"] and d["policies"]["sampled"] == mirrored["policies"]["sampled"]
+    assert d["policies"]["greedy"] == mirrored["policies"]["greedy"]
+    assert d["policies"]["sampled"] != plain["policies"]["sampled"]

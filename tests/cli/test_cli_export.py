@@ -18,6 +18,7 @@ from alpharl.actions import Action
 from alpharl.checkpoint import load_checkpoint
 from alpharl.cli.app import app
 from alpharl.config import TrainConfig
+from alpharl.mirror import MIRROR_ACTION, mirror_obs
 from alpharl.nets import NetLayout
 from alpharl.reference.learner import pi_logits
 from alpharl.rundir import CHECKPOINT_FILE
@@ -174,3 +175,30 @@ def test_unwritable_outputs(trained, tmp_path, monkeypatch):
     monkeypatch.setattr(X, "atomic_write", disk_full)
     r = runner.invoke(app, ["export", run, "--onnx", str(tmp_path / "p.onnx")])
     assert_one_line_error(r, "--onnx", "No space left on device")
+
+
+def test_a_mirror_trained_policy_exports_its_mirror_average(tmp_path, rng, monkeypatch):
+    """--mirror-policy: the ONNX graph runs the acting path on obs and on its mirror and averages the logits:
+    onnxruntime gives alpharl's z = (f(s) + f(M s)[P]) / 2, equivariant; the metadata says so."""
+    monkeypatch.setenv("ALPHARL_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["train", *TINY, "--mirror-policy", "--run-dir", str(run), "--quiet"])
+    assert r.exit_code == 0, r.output
+    arrays, meta = load_checkpoint(run)
+    out = tmp_path / "policy.onnx"
+    assert runner.invoke(app, ["export", str(run), "--onnx", str(out)]).exit_code == 0
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    layout = NetLayout(meta["obs_dim"])
+    levels = SimParams().obs_levels
+    obs = rng.normal(0.0, 2.0, size=(7, meta["obs_dim"])).astype(np.float32)
+    got = session.run(["logits"], {"obs": obs})[0]
+    want = pi_logits(arrays["nets.params"], layout, obs, mirror=True)
+    assert np.abs(got - want).max() <= LOGITS_TOL, np.abs(got - want).max()
+    plain = pi_logits(arrays["nets.params"], layout, obs)
+    assert np.abs(plain - want).max() > 100 * LOGITS_TOL   # the average is not the plain head
+    got_m = session.run(["logits"], {"obs": mirror_obs(obs, levels).astype(np.float32)})[0]
+    assert np.abs(got_m - got[:, MIRROR_ACTION]).max() <= LOGITS_TOL
+    props = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
+    assert props["policy"].startswith("mirror-averaged")
+    spec = json.loads(props["mirror"])
+    assert len(spec["source"]) == len(spec["sign"]) == meta["obs_dim"] and spec["mirror_action"] == MIRROR_ACTION.tolist()

@@ -6,7 +6,7 @@ everything untouched."""
 import numpy as np
 import pytest
 from numba import cuda
-from support import assert_all_written, nonzero_uniform
+from support import assert_all_written, batch_to_device, nonzero_uniform, random_nets
 
 from alpharl import isv as S
 from alpharl.batches import EnvBatch, GaeInputs, ReplayBatch
@@ -33,20 +33,11 @@ def _batches(rng):
 
 
 def _device(env, rep):
-    def to_device(batch):
-        return type(batch)(*(None if v is None else cuda.to_device(v) for v in batch))
-
-    return to_device(env), to_device(rep)
+    return batch_to_device(env), batch_to_device(rep)
 
 
 def _nets(rng):
-    """Random parameters at a scale where every head contributes (not the small output-layer init)."""
-    nets = Nets(OBS_DIM, seed=11, hidden=HIDDEN)
-    lay = nets.layout
-    p = nonzero_uniform(rng, lay.n_params, -0.5, 0.5)
-    nets.params.copy_to_device(p)
-    nets.target.copy_to_device(p[: lay.n_target] + nonzero_uniform(rng, lay.n_target, -0.1, 0.1))
-    return nets
+    return random_nets(rng, OBS_DIM, HIDDEN)
 
 
 def _poison_outputs(learner):

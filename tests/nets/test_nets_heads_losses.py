@@ -122,14 +122,20 @@ def test_argmax_expected_q_ties_go_to_the_lowest_action(rng):
 
 
 @pytest.mark.parametrize("b, n_next", [(3, 3), (6, 2)])
-def test_stack_obs_orders_rows(rng, b, n_next):
-    """[obs_t (b) | s (m) | s' (m) | obs_tp1 (n_next)]; n_next < b: a rollout's update step."""
+@pytest.mark.parametrize("mirror", [False, True])
+def test_stack_obs_orders_rows(rng, b, n_next, mirror):
+    """[obs_t (b) | M obs_t (b with the mirror) | s (m) | s' (m) | obs_tp1 (n_next)]; n_next < b: a rollout's
+    update step. The mirror rows: (M x)[j] = sign[j] x[src[j]] for a permutation src and signs +-1."""
     m, d = 2, 4
     parts = [nonzero_uniform(rng, (r, d)) for r in (b, m, m, n_next)]
-    out = poisoned((b + 2 * m + n_next) * d)
+    src, sign = rng.permutation(d).astype(np.int32), rng.choice([-1.0, 1.0], d).astype(np.float32)
+    n_mirror = b if mirror else 0
+    out = poisoned((b + n_mirror + 2 * m + n_next) * d)
     KH.rl_stack_obs[1, 256](_gate(), *[cuda.to_device(p.ravel()) for p in parts], np.int32(b), np.int32(m),
-                            np.int32(n_next), np.int32(d), out)
-    np.testing.assert_array_equal(assert_all_written(out).reshape(-1, d), np.concatenate(parts))
+                            np.int32(n_next), np.int32(d), np.int32(n_mirror), cuda.to_device(src),
+                            cuda.to_device(sign), out)
+    rows = [parts[0]] + ([parts[0][:, src] * sign] if mirror else []) + parts[1:]
+    np.testing.assert_array_equal(assert_all_written(out).reshape(-1, d), np.concatenate(rows))
 
 
 def _c51_inputs(rng, n=N):

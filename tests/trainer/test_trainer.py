@@ -128,8 +128,9 @@ SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True
 @pytest.mark.slow
 @pytest.mark.skipif(target.on_simulator() is False, reason="the sim backend needs the CUDA simulator")
 # The grid path rides with the switches on: one simulated step each (~a minute) covers both.
-@pytest.mark.parametrize("switches, grid", [({}, False), ({**SIGNALS_ON, "k_noise_band": True}, True)],
-                         ids=["fixed", "signals-replay-grid"])
+@pytest.mark.parametrize("switches, grid", [({}, False), ({**SIGNALS_ON, "k_noise_band": True}, True),
+                                            ({"mirror_policy": True}, False)],
+                         ids=["fixed", "signals-replay-grid", "mirror"])
 def test_one_step_numpy_and_kernels_agree(switches, grid):
     """One step from the same state: the kernels (sim backend) and the NumPy references agree, with the
     reward normaliser, the adaptive support and the anchors off and on, and with the replay's draw and
