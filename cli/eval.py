@@ -40,7 +40,7 @@ def eval_(
     period: Annotated[int, typer.Option("--period", help="Steps per round trip of the periodic baseline.")] = DEFAULT_PERIOD,
     fills: Annotated[Path | None, typer.Option("--fills", help="Write every fill (all policies, with a 'policy' column) here: .parquet, .csv or Arrow.", show_default=False)] = None,
     backend: Annotated[str, typer.Option("--backend", help=f"Simulator: {' | '.join(EVAL_BACKENDS)}.")] = "numpy",
-    mirror: Annotated[bool, typer.Option("--mirror", help="The trained policy acts on its logits averaged with its mirror image's (buy and sell exchanged): a constant tilt to one side cancels, what depends on the state stays.")] = False,
+    mirror: Annotated[bool, typer.Option("--mirror", help="The trained policy acts on its logits averaged with its mirror image's (buy and sell exchanged): a constant tilt to one side cancels, what depends on the state stays. A run trained with --mirror-policy always acts so.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON for scripts.")] = False,
 ) -> None:
     """Evaluate a trained policy on what the run held out: PnL, Sharpe, drawdown, trades, win rate, beside baselines."""
