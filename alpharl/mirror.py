@@ -64,9 +64,10 @@ def mirror_index(obs_levels: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mirror_obs(obs: np.ndarray, obs_levels: int) -> np.ndarray:
-    """The mirrored observations of obs [..., obs_dim(obs_levels)]."""
+    """The mirrored observations of obs [..., obs_dim(obs_levels)], C-contiguous (a gather along the last axis
+    alone would come back column-major, which a device copy keeps and a flat view of it misreads)."""
     src, sign = mirror_index(obs_levels)
-    return obs[..., src] * sign
+    return np.ascontiguousarray(obs[..., src] * sign)
 
 
 def symmetric_logits(logits_fn, obs: np.ndarray, obs_levels: int) -> np.ndarray:

@@ -43,6 +43,7 @@ def test_observation_mirror_field_by_field(rng, levels):
         partner, sign = _expected(name)
         np.testing.assert_array_equal(got[:, i], sign * obs[:, names.index(partner)], err_msg=name)
     np.testing.assert_array_equal(MR.mirror_obs(got, levels), obs)   # an involution
+    assert got.flags["C_CONTIGUOUS"]   # row-major as every observation buffer (a device copy keeps the layout)
     assert MR.levels_of(len(names)) == levels
     with pytest.raises(ValueError, match="whole book levels"):
         MR.levels_of(len(names) + 1)
