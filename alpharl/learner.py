@@ -59,7 +59,7 @@ s_{t+1}], the narrow layers run on both env halves, ``rl_mirror_logits`` average
 pi logits (z = (f(s) + P f(M s)) / 2) before the PPO loss and ``rl_mirror_grads`` splits
 its gradient over the two passes (zero V/BCE/AUX gradient on the mirror rows); the
 encoder's backward then covers [s_t | M s_t | s]. Acting (``act_forward``) samples from
-the same z. Two more launches an update, one an act.
+the same z. Two more launches an update (the average, the split), two an act (the stacked rows, the average).
 
 Fused (``fused="on"``, ``--fused-update on``): the whole sequence above as one cooperative launch,
 ``rl_update_fused`` (cuda_kernels/nets/fused.py: the same maths in nine phases separated by grid

@@ -120,3 +120,31 @@ def random_nets(rng, obs_dim: int, hidden: int):
 def batch_to_device(batch):
     """A batch NamedTuple (alpharl.batches) with every array on the device."""
     return type(batch)(*(None if v is None else cuda.to_device(v) for v in batch))
+
+
+#: The per-sample outputs of a learning update (alpharl.batches.LearnerOutputs) the tests hold to the reference.
+UPDATE_OUTPUTS = ("q_priority", "td", "a_star", "entropy", "kl", "ratio", "advantage", "ret", "v_used", "v_used_next",
+                  "v_scalar", "v_dq", "v_scalar_next", "v_dq_next", "pi_logits")
+
+
+def assert_update_matches_reference(nets, isv, isv_d, out, ref):
+    """After one device learning update from ISV ``isv`` (host, before) into ``isv_d`` (device) with outputs
+    ``out``: parameters, the ISV's losses, grad norms and V blend, and every per-sample output equal to
+    the reference update ``ref`` (alpharl.reference.learner.UpdateResult). Adam's first step is
+    lr g / (|g| + eps): for |g| near eps float32 rounding of g moves it by up to ~lr, so such elements are
+    only held to Adam's step bound."""
+    from alpharl import isv as S
+    from alpharl.nets import MODULES
+
+    lr = isv[S.RL_LR_Q]
+    assert np.allclose(isv[S.RL_LR_Q:S.RL_LR_Q + len(MODULES)], lr)
+    tol = np.where(np.abs(ref.grads) > 1e-6, 1e-6, 2 * lr)
+    moved = np.abs(nets.params.copy_to_host() - ref.state["params"])
+    assert (moved <= tol).all(), np.flatnonzero(moved > tol)
+    got_isv = isv_d.copy_to_host()
+    for slot in [S.RL_LOSS_Q + k for k in range(5)] + [S.RL_OBS_Q_GRAD_NORM + k for k in range(len(MODULES))] + [
+            S.RL_V_BLEND_ALPHA, S.RL_V_TRACK_ERR_EMA, S.RL_V_SCALAR_MAG_EMA]:
+        np.testing.assert_allclose(got_isv[slot], ref.isv[slot], rtol=1e-4, err_msg=S.BY_INDEX[slot].name)
+    for name in UPDATE_OUTPUTS:
+        got = assert_all_written(getattr(out, name))
+        np.testing.assert_allclose(got, getattr(ref.out, name), rtol=1e-4, atol=1e-5, err_msg=name)

@@ -68,8 +68,7 @@ def pi_logits(p, layout: NetLayout, obs, mirror: bool = False) -> np.ndarray:
 def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64, support=None,
             mirror: bool = False) -> dict:
     """Every activation of the update at parameters p (online) and target (encoder + Q); V_dq on the
-    C51 support [V_MIN, V_MAX] (None: the bootstrap +-10). ``mirror``: module docstring (``pi_logits`` is z,
-    ``pi_logits_f`` the pi head on both env halves)."""
+    C51 support [V_MIN, V_MAX] (None: the bootstrap +-10). ``mirror``: module docstring (``pi_logits`` is z)."""
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     b, m, n_next = len(env.action), len(rep.action), len(env.obs_next)
     env_rows = [cast(env.obs)] + ([mirror_obs(cast(env.obs), levels_of(layout.obs_dim))] if mirror else [])
@@ -85,8 +84,8 @@ def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype
         **N.forward(h, th, p, target, layout, bm, support),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
         "o_s": o_s, "o_sp": o_sp, "o_tp1": o_tp1,
     }
-    f = fw["pi_logits_f"] = fw["pi_logits"]
-    if mirror:
+    if mirror:   # the pi head on [s_t | M s_t] -> z on s_t
+        f = fw["pi_logits"]
         fw["pi_logits"] = 0.5 * (f[:b] + f[b:][:, MIRROR_ACTION])
         fw["bce_out"], fw["aux_out"] = fw["bce_out"][:b], fw["aux_out"][:b]
     return fw

@@ -4,7 +4,8 @@ the mirror rows vs the reference update, the reference's gradient vs float64 fin
 import numpy as np
 import pytest
 from numba import cuda
-from support import assert_all_written, batch_to_device, nonzero_uniform, poisoned, random_nets
+from support import (assert_all_written, assert_update_matches_reference, batch_to_device, nonzero_uniform, poisoned,
+                     random_nets)
 
 from alpharl import isv as S
 from alpharl.batches import EnvBatch, GaeInputs, ReplayBatch
@@ -153,18 +154,7 @@ def test_mirror_update_matches_reference_and_finite_differences(rng):
         sl = lay.module_slice[mod]
         assert np.abs(plain.grads[sl] - ref.grads[sl]).max() > 1e-3 * np.abs(ref.grads[sl]).max(), mod
 
-    lr = isv[S.RL_LR_Q]
-    tol = np.where(np.abs(ref.grads) > 1e-6, 1e-6, 2 * lr)
-    moved = np.abs(nets.params.copy_to_host() - ref.state["params"])
-    assert (moved <= tol).all(), np.flatnonzero(moved > tol)
-    got_isv = isv_d.copy_to_host()
-    for slot in [S.RL_LOSS_Q + k for k in range(5)] + [S.RL_OBS_Q_GRAD_NORM + k for k in range(len(MODULES))] + [
-            S.RL_V_BLEND_ALPHA, S.RL_V_TRACK_ERR_EMA, S.RL_V_SCALAR_MAG_EMA]:
-        np.testing.assert_allclose(got_isv[slot], ref.isv[slot], rtol=1e-4, err_msg=S.BY_INDEX[slot].name)
-    for name in ("q_priority", "td", "a_star", "entropy", "kl", "ratio", "advantage", "ret", "v_used", "v_used_next",
-                 "v_scalar", "v_dq", "v_scalar_next", "v_dq_next", "pi_logits"):
-        got = assert_all_written(getattr(out, name))
-        np.testing.assert_allclose(got, getattr(ref.out, name), rtol=1e-4, atol=1e-5, err_msg=name)
+    assert_update_matches_reference(nets, isv, isv_d, out, ref)
     # every row of the two passes' head gradients written (the mirror rows by rl_mirror_grads)
     for name in ("d_pi", "dv", "dbce", "daux"):
         assert_all_written(getattr(learner, name))
