@@ -81,9 +81,10 @@ def test_single_rank_adds_nothing_to_the_step():
     assert tr.ops.ranks is None
 
 
-@pytest.mark.parametrize("g", [2, 4])
-def test_virtual_ranks_stay_identical_and_reduce_to_the_sum(g):
-    cfg = _cfg(gpus=g)
+@pytest.mark.parametrize("g, switches", [(2, {}), (4, {}), (2, {"mirror_policy": True})],
+                         ids=["g2", "g4", "g2-mirror"])
+def test_virtual_ranks_stay_identical_and_reduce_to_the_sum(g, switches):
+    cfg = _cfg(gpus=g, **switches)
     comms, hub = _group(g, SpyRanks)
     trainers = [IntegratedTrainer(rank_config(cfg), MARKET, hidden=HIDDEN, comm=c) for c in comms]
     assert all(t.B == cfg.b // g for t in trainers)
