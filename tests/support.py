@@ -148,3 +148,21 @@ def assert_update_matches_reference(nets, isv, isv_d, out, ref):
     for name in UPDATE_OUTPUTS:
         got = assert_all_written(getattr(out, name))
         np.testing.assert_allclose(got, getattr(ref.out, name), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def assert_grads_match_finite_differences(loss, p0, layout, ref_grads, grads, eps=1e-6):
+    """Every module's gradient of a learning update, the float64 reference's (``ref_grads``) and the
+    kernels' (``grads``), against central differences of the reference ``loss`` at float64 ``p0``.
+    The central difference's own rounding: each loss value is off by about one ulp of the loss, so fd is
+    good to ~spacing(|L|) / eps (measured: at most 1.9 of that over 240 module draws). Small modules (the
+    policy's gradient can be ~1e-3 when the clip zeroes most samples) are held to that floor, not below."""
+    from alpharl.nets import MODULES
+
+    fd_noise = 8 * np.spacing(abs(loss(p0))) / eps
+    fd = central_differences(loss, p0.copy(), eps)
+    for mod in MODULES:
+        sl = layout.module_slice[mod]
+        scale = np.abs(fd[sl]).max()
+        assert scale > 0, mod
+        np.testing.assert_allclose(ref_grads[sl], fd[sl], rtol=1e-5, atol=max(1e-7 * scale, fd_noise), err_msg=mod)
+        np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=max(2e-5 * scale, fd_noise), err_msg=mod)

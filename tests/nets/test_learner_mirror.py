@@ -4,8 +4,8 @@ the mirror rows vs the reference update, the reference's gradient vs float64 fin
 import numpy as np
 import pytest
 from numba import cuda
-from support import (assert_all_written, assert_update_matches_reference, batch_to_device, nonzero_uniform, poisoned,
-                     random_nets)
+from support import (assert_all_written, assert_grads_match_finite_differences, assert_update_matches_reference,
+                     batch_to_device, nonzero_uniform, poisoned, random_nets)
 
 from alpharl import isv as S
 from alpharl.batches import EnvBatch, GaeInputs, ReplayBatch
@@ -133,21 +133,8 @@ def test_mirror_update_matches_reference_and_finite_differences(rng):
     def loss(p):
         return RL.total_loss(p, target, lay, env, rep, fixed, isv, mirror=True)
 
-    eps = 1e-6
-    fd_noise = 8 * np.spacing(abs(loss(p0))) / eps
-    fd = np.zeros_like(p0)
-    for i in range(lay.n_params):
-        pp, pm = p0.copy(), p0.copy()
-        pp[i] += eps
-        pm[i] -= eps
-        fd[i] = (loss(pp) - loss(pm)) / (2 * eps)
     grads = nets.grads.copy_to_host().astype(np.float64)
-    for mod in MODULES:
-        sl = lay.module_slice[mod]
-        scale = np.abs(fd[sl]).max()
-        assert scale > 0, mod
-        np.testing.assert_allclose(ref.grads[sl], fd[sl], rtol=1e-5, atol=max(1e-7 * scale, fd_noise), err_msg=mod)
-        np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=max(2e-5 * scale, fd_noise), err_msg=mod)
+    assert_grads_match_finite_differences(loss, p0, lay, ref.grads, grads)
     # without the mirror the policy's and the encoder's gradients differ (the second pass is not a no-op)
     plain = RL.update(state0, isv, env, rep, lay)
     for mod in ("pi", "enc"):

@@ -6,8 +6,8 @@ everything untouched."""
 import numpy as np
 import pytest
 from numba import cuda
-from support import (assert_all_written, assert_update_matches_reference, batch_to_device, nonzero_uniform,
-                     random_nets)
+from support import (assert_all_written, assert_grads_match_finite_differences, assert_update_matches_reference,
+                     batch_to_device, nonzero_uniform, random_nets)
 
 from alpharl import isv as S
 from alpharl.batches import EnvBatch, GaeInputs, ReplayBatch
@@ -75,24 +75,8 @@ def test_whole_update_matches_reference_and_finite_differences(rng, fused):
     target = state0["target"].astype(np.float64)
     fw = RL.forward(p0, target, lay, env, rep)
     fixed = RL.targets(fw, env, rep, isv.copy())
-    eps = 1e-6
-    # The central difference's own rounding: each loss value is off by about one ulp of the loss, so fd is
-    # good to ~spacing(|L|) / eps (measured: at most 1.9 of that over 240 module draws). Small modules (the
-    # policy's gradient can be ~1e-3 when the clip zeroes most samples) are held to that floor, not below.
-    fd_noise = 8 * np.spacing(abs(RL.total_loss(p0, target, lay, env, rep, fixed, isv))) / eps
-    fd = np.zeros_like(p0)
-    for i in range(lay.n_params):
-        pp, pm = p0.copy(), p0.copy()
-        pp[i] += eps
-        pm[i] -= eps
-        fd[i] = (RL.total_loss(pp, target, lay, env, rep, fixed, isv) -
-                 RL.total_loss(pm, target, lay, env, rep, fixed, isv)) / (2 * eps)
-    for mod in MODULES:
-        sl = lay.module_slice[mod]
-        scale = np.abs(fd[sl]).max()
-        assert scale > 0, mod
-        np.testing.assert_allclose(ref.grads[sl], fd[sl], rtol=1e-5, atol=max(1e-7 * scale, fd_noise), err_msg=mod)
-        np.testing.assert_allclose(grads[sl], fd[sl], rtol=1e-3, atol=max(2e-5 * scale, fd_noise), err_msg=mod)
+    assert_grads_match_finite_differences(lambda q: RL.total_loss(q, target, lay, env, rep, fixed, isv), p0, lay,
+                                          ref.grads, grads)
 
     # One Adam step of every module, the ISV it writes, every per-sample output.
     assert_update_matches_reference(nets, isv, isv_d, out, ref)
