@@ -37,6 +37,22 @@ ROLLOUT_ROWS_MAX = 2**21
 FEE_MAX = 1.0
 
 
+#: A training run's reward and episodes, picked by the held-out study (benchmarks/results/LEARNING.md):
+#: horizon episodes and a linear holding penalty of 0.3 of the market's own per-step move. With them,
+#: the three scale-free signals (reward_norm, adaptive_support, adaptive_anchors) and T = 16 rollouts with
+#: GAE (the TrainConfig defaults), five LOBSTER days x five seeds held out made 12.0k-49.4k $ a day with
+#: per-value fees (at or above join on 3 of 5 days) where the seeds' plain path made 3.2k-28.4k (0 of 5);
+#: with per-share fees neither meets a target: the agent stops trading on three days (mean over the days
+#: -1.8k, worst seed -26.0k) where the plain path's seeds spread over +-37k (mean +0.9k).
+#: The simulator's own defaults (SimParams) stay the plain market's; the study's market options (fees,
+#: queue, pegged quotes) are a config's choice, not a learning default.
+STUDY_SIM_DEFAULTS = {"episode_end": "horizon", "inventory_penalty": 0.3, "inventory_penalty_unit": "sigma"}
+#: The seeds' plain path, the defaults before the study picked them: PPO / V on every step's one-step TD
+#: advantage, fixed signals, and (SimParams' own defaults) round-trip episodes without a holding penalty.
+#: ``TrainConfig.plain()``; benchmarks/studies/default.toml is the same in a file.
+PLAIN_OPTIONS = {"reward_norm": False, "adaptive_support": False, "adaptive_anchors": False, "rollout": 1}
+
+
 class ConfigError(ValueError):
     """A bad option or config file (message names it)."""
 
@@ -75,10 +91,11 @@ class TrainConfig:
     K controller picks K <= k_max on the device. 1 = exactly one update per env step."""
     reward_scale: float = 0.01
     """Rewards ($) are multiplied by this before learning, so returns fit the C51 support."""
-    rollout: int = 1
+    rollout: int = 16
     """T, env steps per on-policy rollout: 1 = PPO and V learn every step on its B transitions with the
     one-step TD advantage; T > 1 = they learn every T-th step on the last T x B transitions with GAE(lambda)
-    advantages (normalised over the rollout); Q, BCE and AUX learn every step either way."""
+    advantages (normalised over the rollout); Q, BCE and AUX learn every step either way. Default 16: the
+    held-out study's pick (see STUDY_SIM_DEFAULTS)."""
     gae_lambda: float = 0.95
     """lambda of GAE(lambda) with --rollout T > 1 (0: one-step TD over the rollout, 1: Monte Carlo to its end)."""
     rollout_rows: int = 8192
@@ -87,18 +104,19 @@ class TrainConfig:
     (alpharl.rollout). Bounds the update's cost at large B; at T x B <= R (B <= 512 at T = 16) it changes
     nothing. 8192: on the H200 at B = 4096, T = 16 the step is 314 µs against 377 µs with all 65,536 rows,
     the held-out PnL the same on four of five days (benchmarks/results/study_2026-12-03_rows)."""
-    reward_norm: bool = False
+    reward_norm: bool = True
     """Scale the rewards that enter learning by 1 / RMS of the running discounted return (statistics
     on the device, in the ISV; rl_reward_norm), so returns have RMS 1 whatever the market: reward_scale
-    then cancels. Off: reward x reward_scale as is."""
-    adaptive_support: bool = False
+    then cancels. Off: reward x reward_scale as is. On by default (see STUDY_SIM_DEFAULTS)."""
+    adaptive_support: bool = True
     """Let the C51 support follow the return scale: V_MAX = 5 running return RMS (learning units),
-    V_MIN = -V_MAX, moved at the target network's rate tau from today's +-10. Off: fixed +-10."""
-    adaptive_anchors: bool = False
+    V_MIN = -V_MAX, moved at the target network's rate tau from the bootstrap +-10. Off: fixed +-10. On by
+    default (see STUDY_SIM_DEFAULTS)."""
+    adaptive_anchors: bool = True
     """Anchor the controllers on observed, scale-free signals (cuda_kernels/controllers/anchors.py):
     each head's LR aims at a relative Adam step of 1e-3, the PPO clip at a KL relative to the entropy,
     the entropy coefficient at an entropy from tau, K relative to the best baseline fit seen.
-    Off: the fixed targets."""
+    Off: the fixed targets. On by default (see STUDY_SIM_DEFAULTS)."""
     pace_policy: bool = False
     """With adaptive_anchors: the policy head's relative step is not the shared 1e-3 but paced by the KL each PPO
     update's own steps add (against the KL anchor), and the PPO clip is set from that trust region instead of
@@ -131,8 +149,9 @@ class TrainConfig:
     """Steps between checkpoints (0: only at the end)."""
     run_dir: str | None = None
     """Run directory; None = runs/<timestamp>-<seed>."""
-    sim: SimParams = field(default_factory=SimParams)
-    """The backtests' fixed parameters ([sim] in TOML)."""
+    sim: SimParams = field(default_factory=lambda: SimParams(**STUDY_SIM_DEFAULTS))
+    """The backtests' fixed parameters ([sim] in TOML); a training run's reward and episodes default to
+    STUDY_SIM_DEFAULTS, every other field to SimParams' own."""
     synth: SynthParams = field(default_factory=SynthParams)
     """The synthetic market ([synth] in TOML)."""
 
@@ -214,6 +233,11 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
+    def plain(cls, **kw) -> "TrainConfig":
+        """The seeds' plain path (PLAIN_OPTIONS, SimParams' own defaults), other fields as given."""
+        return cls(**({**PLAIN_OPTIONS, "sim": SimParams()} | kw))
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "config") -> "TrainConfig":
         d = dict(d)
         known = {f.name for f in dataclasses.fields(cls)}
@@ -233,7 +257,7 @@ class TrainConfig:
                 raise ConfigError(f"{source}: {section} = {d[section]!r}: expected a [{section}] section")
         try:
             if "sim" in d:
-                d["sim"] = SimParams(**d["sim"])
+                d["sim"] = SimParams(**{**STUDY_SIM_DEFAULTS, **d["sim"]})
             if "synth" in d:
                 s = dict(d["synth"])
                 if "limit_rate" in s:

@@ -32,8 +32,9 @@ from pathlib import Path
 
 from alpharl import jsontext
 from alpharl.atomic import TEMP_SUFFIX, atomic_write, remove_stale_temps
-from alpharl.config import ConfigError, TrainConfig, read_toml
+from alpharl.config import PLAIN_OPTIONS, STUDY_SIM_DEFAULTS, ConfigError, TrainConfig, read_toml
 from alpharl.dataset import check_holdout, data_specs, find_sources
+from alpharl.sim.params import SimParams
 
 CONFIG_FILE = "config.toml"
 DIAG_FILE = "diagnostics.arrows"
@@ -174,7 +175,10 @@ LEGACY_TRAIN_WINDOW = "0:1"
 def read_run_config(run_dir: Path) -> TrainConfig:
     """A run directory's config.toml; a run recorded before train windows trained on the whole stream
     of its data, and says so (``train_window = LEGACY_TRAIN_WINDOW``) rather than taking the default;
-    one recorded before ``rollout_rows`` learnt from all of a rollout's rows (0), and resumes so."""
+    one recorded before ``rollout_rows`` learnt from all of a rollout's rows (0), and resumes so. A config.toml
+    holds every option of its day, so an option it lacks did not exist yet: a run recorded before the learning
+    options (PLAIN_OPTIONS) or the reward and episode options (STUDY_SIM_DEFAULTS) ran the plain path, and
+    reads so rather than taking today's defaults."""
     path = Path(run_dir) / CONFIG_FILE
     cfg = TrainConfig.from_toml(path)
     keys = read_toml(path)
@@ -182,7 +186,11 @@ def read_run_config(run_dir: Path) -> TrainConfig:
         cfg = cfg.with_overrides(train_window=LEGACY_TRAIN_WINDOW)
     if "rollout_rows" not in keys:
         cfg = cfg.with_overrides(rollout_rows=0)
-    return cfg
+    plain_sim = SimParams()
+    sim_keys = keys.get("sim", {})
+    legacy = {k: v for k, v in PLAIN_OPTIONS.items() if k not in keys}
+    legacy |= {f"sim.{k}": getattr(plain_sim, k) for k in STUDY_SIM_DEFAULTS if k not in sim_keys}
+    return cfg.with_overrides(**legacy) if legacy else cfg
 
 
 def resolve_config(config_file: Path | None, resume: Path | None, overrides: dict) -> TrainConfig:

@@ -23,6 +23,10 @@ EXIT_INTERRUPTED = 130
 _D = TrainConfig()
 
 
+def _onoff(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
 def train(
     steps: Annotated[int | None, typer.Option("--steps", help=f"Training steps (each steps all B backtests once). (default: {_D.steps})", show_default=False)] = None,
     b: Annotated[int | None, typer.Option("--b", "-b", help=f"B, backtests run side by side. (default: {_D.b})", show_default=False)] = None,
@@ -52,9 +56,9 @@ def train(
     inventory_penalty_quadratic: Annotated[float | None, typer.Option("--inventory-penalty-quadratic", help=f"lambda_2 >= 0: a second holding-penalty term, quadratic in the position: (lambda + lambda_2 x |shares| / lot) x |shares| x tick $ [x sigma] (a mean-variance trader's cost; heavy on a position parked at the limit) ([sim] inventory_penalty_quadratic). (default: {_D.sim.inventory_penalty_quadratic})", show_default=False)] = None,
     peg_quotes: Annotated[bool | None, typer.Option("--peg-quotes/--no-peg-quotes", help="A join / improve order follows its side's best price (a tick inside it for an improve) at every step, replaced there when the touch moves, as an exchange's peg order; a side quoted once does not go stale ([sim] peg_quotes). (default: off)", show_default=False)] = None,
     refill_quotes: Annotated[bool | None, typer.Option("--refill-quotes/--no-refill-quotes", help="With --peg-quotes: a pegged side whose order filled is quoted again at the next step, so a side quoted once stays quoted until a cancel or flatten ([sim] refill_quotes). (default: off)", show_default=False)] = None,
-    reward_norm: Annotated[bool | None, typer.Option("--reward-norm/--no-reward-norm", help="Scale learning's rewards by 1 / RMS of the running return (on the device). (default: off)", show_default=False)] = None,
-    adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help="C51 support at +-5 running return RMS instead of a fixed +-10. (default: off)", show_default=False)] = None,
-    adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help="Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: off)", show_default=False)] = None,
+    reward_norm: Annotated[bool | None, typer.Option("--reward-norm/--no-reward-norm", help=f"Scale learning's rewards by 1 / RMS of the running return (on the device). (default: {_onoff(_D.reward_norm)})", show_default=False)] = None,
+    adaptive_support: Annotated[bool | None, typer.Option("--adaptive-support/--no-adaptive-support", help=f"C51 support at +-5 running return RMS instead of a fixed +-10. (default: {_onoff(_D.adaptive_support)})", show_default=False)] = None,
+    adaptive_anchors: Annotated[bool | None, typer.Option("--adaptive-anchors/--no-adaptive-anchors", help=f"Controllers aim at anchors from observed, scale-free signals (relative update, entropy, tau, best baseline fit). (default: {_onoff(_D.adaptive_anchors)})", show_default=False)] = None,
     pace_policy: Annotated[bool | None, typer.Option("--pace-policy/--no-pace-policy", help="With --adaptive-anchors: the policy head's step paced by the KL each PPO update's own steps add, the clip set from that trust region (measured worse held out). (default: off)", show_default=False)] = None,
     k_noise_band: Annotated[bool | None, typer.Option("--k-noise-band/--no-k-noise-band", help="With --adaptive-anchors: K steps up only where the baseline's fit is also worse than its usual level by more than twice its scatter. (default: off)", show_default=False)] = None,
     mirror_policy: Annotated[bool | None, typer.Option("--mirror-policy/--no-mirror-policy", help="A mirror-equivariant actor: acts on and learns through its logits averaged with those of the buy/sell mirror image of the market, so it cannot tilt to one side whatever the seed. (default: off)", show_default=False)] = None,

@@ -57,8 +57,8 @@ def test_single_kernels_bit_identical_both_ways(monkeypatch, rng):
 
 
 def _trainer(graph: bool, steps: int, seed: int = 11):
-    tr = IntegratedTrainer(TrainConfig(b=16, backend="cuda", graph=graph, seed=seed, replay_capacity=4096,
-                                       minibatch=64), load_embedded())
+    tr = IntegratedTrainer(TrainConfig.plain(b=16, backend="cuda", graph=graph, seed=seed, replay_capacity=4096,
+                                             minibatch=64), load_embedded())
     tr.run(steps)
     return tr.state_dict()
 

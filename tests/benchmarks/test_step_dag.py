@@ -33,7 +33,7 @@ def test_a_forked_chain_has_the_captured_graphs_shape():
 
 @pytest.mark.skipif(target.on_simulator() is False, reason="records the step's launches under the CUDA simulator")
 def test_the_first_draw_and_the_insert_are_off_the_critical_path():
-    tr = IntegratedTrainer(TrainConfig(b=4, backend="sim", minibatch=16, replay_capacity=64, k_max=1),
+    tr = IntegratedTrainer(TrainConfig.plain(b=4, backend="sim", minibatch=16, replay_capacity=64, k_max=1),
                            load_embedded(), hidden=16)
     tr.steps_done = 1
     dag = step_dag.step_dag(tr)
@@ -45,5 +45,5 @@ def test_the_first_draw_and_the_insert_are_off_the_critical_path():
     # the insert's branch behind the priority update is no longer than the main chain's tail
     assert depth["rl_per_advance"] <= depth["rl_soft_update"] == max(dag.depths())
     with pytest.raises(ValueError, match="past its first step"):
-        step_dag.step_dag(IntegratedTrainer(TrainConfig(b=4, backend="sim", minibatch=16, replay_capacity=64),
+        step_dag.step_dag(IntegratedTrainer(TrainConfig.plain(b=4, backend="sim", minibatch=16, replay_capacity=64),
                                             load_embedded(), hidden=16))

@@ -88,13 +88,13 @@ def test_float_settings_of_a_config_file_finite_and_in_range(fake_trainer, tmp_p
     ('synthetic = true\n[sim]\nfeed_latency_ns = 1000', ["feed_latency_ns", "--synthetic"]),
     ('synthetic = true\n[sim]\nresponse_latency_ns = 1000', ["response_latency_ns", "--synthetic"]),
     ('[sim]\nresponse_latency_ns = -3', ["c.toml", "response_latency_ns", "-3"]),
-    ('[sim]\nepisode_steps = 0', ["c.toml", "episode_steps", "horizon"]),     # one pass needs horizon episodes
+    ('[sim]\nepisode_steps = 0\nepisode_end = "round_trip"', ["c.toml", "episode_steps", "horizon"]),  # one pass needs horizon episodes
     ('synthetic = true\n[sim]\nepisode_steps = 0\nepisode_end = "horizon"', ["episode_steps", "--synthetic"]),
     ('[sim]\ninventory_penalty_unit = "ticks"', ["c.toml", "inventory_penalty_unit", "ticks", "sigma"]),
     ('[sim]\ninventory_penalty_unit = 1', ["c.toml", "inventory_penalty_unit"]),
     ('[sim]\ninventory_penalty_quadratic = -0.5', ["c.toml", "inventory_penalty_quadratic", "-0.5"]),
-    ('pace_policy = true', ["--pace-policy", "--adaptive-anchors"]),
-    ('k_noise_band = true', ["--k-noise-band", "--adaptive-anchors"]),
+    ('pace_policy = true\nadaptive_anchors = false', ["--pace-policy", "--adaptive-anchors"]),
+    ('k_noise_band = true\nadaptive_anchors = false', ["--k-noise-band", "--adaptive-anchors"]),
 ])
 def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     cfg = tmp_path / "c.toml"
@@ -110,8 +110,8 @@ def test_fill_settings_of_a_config_file(fake_trainer, tmp_path, line, names):
     (("--inventory-penalty", "inf"), ["inventory_penalty", "inf"]),
     (("--inventory-penalty-unit", "dollar"), ["inventory_penalty_unit", "dollar", "tick", "sigma"]),
     (("--inventory-penalty-quadratic", "nan"), ["inventory_penalty_quadratic", "nan"]),
-    (("--pace-policy",), ["--pace-policy", "--adaptive-anchors"]),
-    (("--k-noise-band",), ["--k-noise-band", "--adaptive-anchors"]),
+    (("--pace-policy", "--no-adaptive-anchors"), ["--pace-policy", "--adaptive-anchors"]),
+    (("--k-noise-band", "--no-adaptive-anchors"), ["--k-noise-band", "--adaptive-anchors"]),
     (("--refill-quotes",), ["refill_quotes"]),
 ])
 def test_episode_options_checked(fake_trainer, args, names):

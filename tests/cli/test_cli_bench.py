@@ -35,7 +35,7 @@ def test_bench_config_keeps_a_runs_learning_settings_and_fixes_the_step():
     assert (cfg.b, cfg.backend, cfg.graph, cfg.k_max, cfg.minibatch, cfg.replay_capacity) == (
         4096, "cuda", True, 1, 256, 65536)
     assert bench_config(16) == bench_config(16, TrainConfig())
-    assert bench_config(16).rollout == 1 and bench_config(16, base, minibatch=64).minibatch == 64
+    assert bench_config(16).rollout == TrainConfig().rollout and bench_config(16, base, minibatch=64).minibatch == 64
     assert [_whole_rollouts(n, t) for n, t in ((200, 1), (200, 16), (16, 16), (1, 16))] == [200, 208, 16, 16]
 
 

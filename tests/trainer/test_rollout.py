@@ -21,7 +21,7 @@ T = 3
 
 def _cfg(**kw):
     base = dict(b=4, backend="numpy", minibatch=16, replay_capacity=256, seed=3, rollout=T, gae_lambda=0.9)
-    return TrainConfig(**(base | kw))
+    return TrainConfig.plain(**(base | kw))
 
 
 def _state_equal(a, b):
@@ -174,3 +174,25 @@ def test_collect_and_update_steps_numpy_and_kernels_agree(rows):
     assert np.abs(p_d - p_r)[~close].max(initial=0) <= 4 * max(float(isv_r[s]) for s in S.LR_SLOTS) * 1.01
     assert isv_d[S.RL_OBS_PPO_SAMPLES] == isv_r[S.RL_OBS_PPO_SAMPLES] == (2 if rows else 4)
     np.testing.assert_allclose(isv_d, isv_r, rtol=2e-3, atol=1e-5)
+
+
+def test_a_run_recorded_before_the_study_defaults_reads_as_the_plain_path(tmp_path):
+    """A config.toml without the learning options or the reward / episode options predates them: the plain
+    path, not today's defaults."""
+    from alpharl.config import PLAIN_OPTIONS, STUDY_SIM_DEFAULTS
+    from alpharl.rundir import read_run_config
+    from alpharl.run import train
+    from alpharl.sim.params import SimParams
+
+    run = tmp_path / "run"
+    train(TrainConfig(steps=2, b=4, backend="numpy", minibatch=16, replay_capacity=256, seed=3, run_dir=str(run)))
+    now = read_run_config(run)
+    assert (now.rollout, now.reward_norm, now.sim.episode_end) == (16, True, "horizon")
+    path = run / "config.toml"
+    old = set(PLAIN_OPTIONS) | set(STUDY_SIM_DEFAULTS)
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                            if line.split(" = ")[0] not in old))
+    then = read_run_config(run)
+    assert {k: getattr(then, k) for k in PLAIN_OPTIONS} == PLAIN_OPTIONS
+    assert {k: getattr(then.sim, k) for k in STUDY_SIM_DEFAULTS} == {k: getattr(SimParams(), k) for k in STUDY_SIM_DEFAULTS}
+    assert then.sim.fee_mode == now.sim.fee_mode and then.rollout_rows == now.rollout_rows

@@ -44,7 +44,7 @@ def test_reward_is_the_chosen_feature(rng):
 def test_step_synthetic_learns_to_pick_the_paying_action():
     """On features with a known best action, the policy's reward per step rises above
     the random policy's 0 and l_q falls below ln 21 (numpy backend, a few hundred steps)."""
-    cfg = TrainConfig(b=16, backend="numpy", features=True, minibatch=64, replay_capacity=4096, seed=1,
+    cfg = TrainConfig.plain(b=16, backend="numpy", features=True, minibatch=64, replay_capacity=4096, seed=1,
                       reward_scale=1.0)
     tr = IntegratedTrainer(cfg)
     rewards = []

@@ -19,7 +19,7 @@ MARKET = load_embedded()
 
 def _cfg(**kw):
     base = dict(b=4, backend="numpy", minibatch=16, replay_capacity=256, seed=3)
-    return TrainConfig(**(base | kw))
+    return TrainConfig.plain(**(base | kw))
 
 
 def _check_isv_in_range(isv):
@@ -274,3 +274,29 @@ def test_a_checkpoint_without_running_returns_loads():
     b.run(1)
     a.run(1)
     _state_equal(a.state_dict(), b.state_dict())
+
+
+def test_the_defaults_are_the_studys_picks_and_learn(tmp_path):
+    """TrainConfig() is the held-out study's pick (three signals, T = 16 GAE, horizon episodes, 0.3 sigma),
+    also under a [sim] section that names none of those fields; plain() is the seeds' path and
+    benchmarks/studies/default.toml; a default run's first rollout update moves every loss."""
+    from alpharl.config import PLAIN_OPTIONS, STUDY_SIM_DEFAULTS
+    from alpharl.sim.params import SimParams
+
+    d = TrainConfig()
+    assert (d.reward_norm, d.adaptive_support, d.adaptive_anchors, d.rollout) == (True, True, True, 16)
+    assert {k: getattr(d.sim, k) for k in STUDY_SIM_DEFAULTS} == STUDY_SIM_DEFAULTS
+    f = tmp_path / "c.toml"
+    f.write_text('[sim]\nfee_mode = "per_value"\n')
+    c = TrainConfig.from_toml(f)
+    assert {k: getattr(c.sim, k) for k in STUDY_SIM_DEFAULTS} == STUDY_SIM_DEFAULTS and c.sim.fee_mode == "per_value"
+    p = TrainConfig.plain()
+    assert {k: getattr(p, k) for k in PLAIN_OPTIONS} == PLAIN_OPTIONS and p.sim == SimParams()
+    from support import ROOT
+    assert TrainConfig.from_toml(ROOT / "benchmarks/studies/default.toml") == TrainConfig.plain(checkpoint_every=0)
+    tr = IntegratedTrainer(TrainConfig(b=4, backend="numpy", minibatch=16, replay_capacity=256, seed=3), MARKET)
+    tr.run(d.rollout)   # the last of them runs the GAE update of PPO and V
+    isv = tr.read_isv()
+    _check_losses_finite(isv)
+    _check_isv_in_range(isv)
+    assert isv[S.RL_OBS_PPO_SAMPLES] == d.rollout * 4

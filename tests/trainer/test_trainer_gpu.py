@@ -17,8 +17,8 @@ SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True
 
 
 def _run(graph: bool, steps: int, b: int = 16, seed: int = 5, rollout: int = 1, **switches):
-    tr = IntegratedTrainer(TrainConfig(b=b, backend="cuda", graph=graph, seed=seed, replay_capacity=4096,
-                                       minibatch=64, rollout=rollout, **switches), MARKET)
+    tr = IntegratedTrainer(TrainConfig.plain(b=b, backend="cuda", graph=graph, seed=seed, replay_capacity=4096,
+                                             minibatch=64, rollout=rollout, **switches), MARKET)
     tr.run(steps)
     return tr
 
@@ -97,8 +97,8 @@ def test_resume_in_a_new_process_is_bit_identical_on_gpu(tmp_path, rollout):
 
     n = 6
     kw = dict(b=16, backend="cuda", seed=2, replay_capacity=4096, minibatch=64, diag_every=2, rollout=rollout)
-    train(TrainConfig(steps=2 * n, run_dir=str(tmp_path / "straight"), **kw))
-    train(TrainConfig(steps=n, run_dir=str(tmp_path / "split"), **kw))
+    train(TrainConfig.plain(steps=2 * n, run_dir=str(tmp_path / "straight"), **kw))
+    train(TrainConfig.plain(steps=n, run_dir=str(tmp_path / "split"), **kw))
     code = (f"from alpharl.config import TrainConfig; from alpharl.run import train; "
             f"train(TrainConfig(steps={2 * n}, backend='cuda'), resume={str(tmp_path / 'split')!r})")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=600)

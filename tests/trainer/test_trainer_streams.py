@@ -19,7 +19,7 @@ def _markets():
 
 def _cfg(**kw):
     base = dict(b=3, backend="numpy", minibatch=4, replay_capacity=64, seed=6, sim=SimParams(episode_steps=40))
-    return TrainConfig(**(base | kw))
+    return TrainConfig.plain(**(base | kw))
 
 
 def test_numpy_trainer_over_two_files_runs_and_checkpoints():
@@ -63,7 +63,7 @@ def test_graph_and_eager_are_bit_identical_over_three_files():
     markets = _markets() + (load_embedded().window(10_000, 20_000),)
 
     def run(graph):
-        tr = IntegratedTrainer(TrainConfig(b=16, backend="cuda", graph=graph, seed=5, replay_capacity=4096,
+        tr = IntegratedTrainer(TrainConfig.plain(b=16, backend="cuda", graph=graph, seed=5, replay_capacity=4096,
                                            minibatch=64, sim=SimParams(episode_steps=40)), markets)
         tr.run(12)
         return tr.state_dict()
