@@ -170,27 +170,20 @@ def _file_keys(config_file: Path) -> tuple[TrainConfig, dict]:
 # ------------------------------------------------------------- the config merge
 #: The training window of a run whose config.toml predates train windows: it read the whole stream.
 LEGACY_TRAIN_WINDOW = "0:1"
+#: What a run recorded before an option existed ran with (dotted for the [sim] section). A config.toml holds
+#: every option of its day, so an option it lacks did not exist yet and takes its value from before, not
+#: today's default: the whole stream (no train window), all of a rollout's rows (no rollout_rows), and the
+#: plain path for the learning options (PLAIN_OPTIONS) and the reward and episode options (STUDY_SIM_DEFAULTS,
+#: SimParams' own values).
+LEGACY_VALUES = {"train_window": LEGACY_TRAIN_WINDOW, "rollout_rows": 0, **PLAIN_OPTIONS,
+                 **{f"sim.{k}": getattr(SimParams(), k) for k in STUDY_SIM_DEFAULTS}}
 
 
 def read_run_config(run_dir: Path) -> TrainConfig:
-    """A run directory's config.toml; a run recorded before train windows trained on the whole stream
-    of its data, and says so (``train_window = LEGACY_TRAIN_WINDOW``) rather than taking the default;
-    one recorded before ``rollout_rows`` learnt from all of a rollout's rows (0), and resumes so. A config.toml
-    holds every option of its day, so an option it lacks did not exist yet: a run recorded before the learning
-    options (PLAIN_OPTIONS) or the reward and episode options (STUDY_SIM_DEFAULTS) ran the plain path, and
-    reads so rather than taking today's defaults."""
-    path = Path(run_dir) / CONFIG_FILE
-    cfg = TrainConfig.from_toml(path)
-    keys = read_toml(path)
-    if "train_window" not in keys:
-        cfg = cfg.with_overrides(train_window=LEGACY_TRAIN_WINDOW)
-    if "rollout_rows" not in keys:
-        cfg = cfg.with_overrides(rollout_rows=0)
-    plain_sim = SimParams()
-    sim_keys = keys.get("sim", {})
-    legacy = {k: v for k, v in PLAIN_OPTIONS.items() if k not in keys}
-    legacy |= {f"sim.{k}": getattr(plain_sim, k) for k in STUDY_SIM_DEFAULTS if k not in sim_keys}
-    return cfg.with_overrides(**legacy) if legacy else cfg
+    """A run directory's config.toml, every option it predates at its LEGACY_VALUES (a run recorded before
+    train windows trained on the whole stream of its data, and says so rather than taking the default)."""
+    cfg, keys = _file_keys(Path(run_dir) / CONFIG_FILE)
+    return cfg.with_overrides(**{k: v for k, v in LEGACY_VALUES.items() if k not in keys})
 
 
 def resolve_config(config_file: Path | None, resume: Path | None, overrides: dict) -> TrainConfig:

@@ -15,7 +15,7 @@ def test_value_heads_on_a_wrapped_replay(tmp_path):
     run = tmp_path / "run"
     b, cap = 4, 64   # 40 steps x 4 rows through a ring of 64: it wraps twice, 16 steps held
     train(TrainConfig.plain(steps=40, b=b, backend="numpy", replay_capacity=cap, minibatch=8, rollout=2, seed=1,
-                      run_dir=str(run), diag_every=20))
+                            run_dir=str(run), diag_every=20))
     d = vh.diagnose(run, tail=4)
     assert d["steps_per_backtest"] == cap // b and d["states"] == (cap // b - 4) * b
     assert d["chained"] == 1.0
