@@ -25,6 +25,11 @@ from alpharl.windows import DEFAULT_TRAIN_WINDOW, WindowError, parse_window
 #: The choices of ``fused_update`` (alpharl.learner takes them from here, where the options are checked
 #: before anything heavy is imported).
 FUSED_MODES = ("off", "on")
+#: The choices of ``q_target``: the C51 target's action at s' (Double DQN's greedy a*, or the acting policy's
+#: mixture over its actions).
+Q_TARGET_GREEDY = "greedy"
+Q_TARGET_POLICY = "policy"
+Q_TARGETS = (Q_TARGET_GREEDY, Q_TARGET_POLICY)
 
 BACKENDS = ("auto", "cuda", "sim", "numpy")
 #: Largest --reward-scale: a reward of $1 then already spans 1000 units, far past any C51 support.
@@ -131,6 +136,12 @@ class TrainConfig:
     """A mirror-equivariant actor: the policy acts on and learns through the logits averaged with those of the
     market's buy/sell mirror image, z(s) = (f(s) + P f(M s)) / 2 (alpharl.mirror; cuda_kernels/nets/mirror.py),
     so it cannot carry a constant tilt to one side. Off: the pi head's logits f(s) as they are."""
+    q_target: str = Q_TARGET_GREEDY
+    """greedy | policy: what the C51 target bootstraps from at s'. greedy: Double DQN, the target net's
+    distribution at a* = argmax of the online net's expectation (SPEC), so Q values the greedy policy.
+    policy: the target net's distributions mixed over the acting policy, sum_a pi(a | s') Z(s', a)
+    (cuda_kernels/sampling/policy_mixture.py), so Q values the policy that acts and the C51 mean V_dq can
+    track the scalar value head (the V blend's alpha can leave 1)."""
     tensor_cores: str = "off"
     """off | auto | on: run the large layers' products (encoder layer 2, Q advantage stream) on TF32 tensor
     cores through cuBLASLt (needs nvmath-python, the extra 'tc'); auto where measured faster
@@ -172,6 +183,8 @@ class TrainConfig:
             bad.append(f"--b {self.b} does not divide by --gpus {self.gpus}: every rank runs B/G backtests")
         if self.tensor_cores not in TENSOR_CORE_MODES:
             bad.append(f"--tensor-cores {self.tensor_cores!r}: expected one of {', '.join(TENSOR_CORE_MODES)}")
+        if self.q_target not in Q_TARGETS:
+            bad.append(f"--q-target {self.q_target!r}: expected one of {', '.join(Q_TARGETS)}")
         if self.fused_update not in FUSED_MODES:
             bad.append(f"--fused-update {self.fused_update!r}: expected one of {', '.join(FUSED_MODES)}")
         if self.backend not in BACKENDS:

@@ -61,6 +61,13 @@ its gradient over the two passes (zero V/BCE/AUX gradient on the mirror rows); t
 encoder's backward then covers [s_t | M s_t | s]. Acting (``act_forward``) samples from
 the same z. Two more launches an update (the average, the split), two an act (the stacked rows, the average).
 
+Policy target (``policy_target``, ``--q-target policy``): the C51 target bootstraps from the acting
+policy's mixture sum_a pi(a | s') p_target(. | s', a) instead of Double DQN's (s', a*)
+(cuda_kernels/sampling/policy_mixture.py): ``policy_mixture_logp`` reads the policy head's logits at the
+s' rows from the narrow layers' output and writes the mixture's log-probabilities, which rl_c51_loss
+projects as a target value stream with a zero advantage stream. One more launch an update; a* is still
+computed (an output). The policy at s' is the head's own logits f(s'), not the mirror average.
+
 Fused (``fused="on"``, ``--fused-update on``): the whole sequence above as one cooperative launch,
 ``rl_update_fused`` (cuda_kernels/nets/fused.py: the same maths in nine phases separated by grid
 barriers), with one rank and no GAE pass to run (the first iteration of a rollout's update keeps the
@@ -87,6 +94,7 @@ from alpharl.cuda_kernels.nets import narrow as KN
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP, ENV_ROWS_BLOCK, rl_env_rows
 from alpharl.cuda_kernels.nets.rollout import GAE_BLOCK, rl_gae
 from alpharl.cuda_kernels.sampling.argmax_expected_q import argmax_expected_q, argmax_expected_q_grid
+from alpharl.cuda_kernels.sampling.policy_mixture import policy_mixture_grid, policy_mixture_logp
 from alpharl.graph import Branches
 from alpharl.mirror import MIRROR_ACTION, levels_of, mirror_index
 from alpharl.nets import MODULES, Launcher, Nets, dw_partial_size
@@ -116,19 +124,21 @@ class Learner:
 
     def __init__(self, nets: Nets, max_b: int, max_m: int, stream=0, max_next: int | None = None,
                  rel_update: bool = False, ranks=None, tensor_cores: str = "off", fused: str = "off",
-                 mirror: bool = False):
+                 mirror: bool = False, policy_target: bool = False):
         """rel_update: the grad guard also writes each module's relative update (--adaptive-anchors).
         ranks: alpharl.ranks.RankSync with data-parallel ranks (None: one rank).
         tensor_cores: off | auto | on, which large-layer products run on cuBLASLt's TF32 tensor cores
         (alpharl.tensor_gemm; always none under the CUDA simulator).
         fused: off | on, whether an update runs as the one cooperative launch rl_update_fused (module
-        docstring; with ranks or mirror always off).
+        docstring; with ranks, mirror or policy_target always off).
         mirror: the mirror-equivariant actor (module docstring); needs a market observation
-        (alpharl.sim.layout's, of whole book levels)."""
+        (alpharl.sim.layout's, of whole book levels).
+        policy_target: the C51 target under the acting policy instead of Double DQN (module docstring)."""
         if fused not in FUSED_MODES:
             raise ValueError(f"fused {fused!r}: expected one of {', '.join(FUSED_MODES)}")
-        self.fused = fused if ranks is None and not mirror else "off"
+        self.fused = fused if ranks is None and not mirror and not policy_target else "off"
         self.mirror = bool(mirror)
+        self.policy_target = bool(policy_target)
         #: env rows of the encoder per env sample: 2 with the mirror rows
         self.em = 2 if self.mirror else 1
         self.nets = nets
@@ -163,6 +173,10 @@ class Learner:
         self.v_out, self.v_dq = buf(rows), buf(rows)
         self.bce_out, self.aux_out = buf(eb_max), buf(eb_max)
         self.a_star = buf(self.max_m, np.int32)
+        if self.policy_target:   # the mixture as a target value stream, a zero advantage stream and action
+            self.t_mix = buf(self.max_m * N_ATOMS)
+            self.zero_adv = cuda.to_device(np.zeros(self.max_m * nq, f32), stream=stream)
+            self.zero_a = cuda.to_device(np.zeros(self.max_m, np.int32), stream=stream)
         self.d_adv, self.d_val, self.td = buf(self.max_m * nq), buf(self.max_m * N_ATOMS), buf(self.max_m)
         self.loss_stride = max(self.max_b, self.max_m)
         self.losses = buf(KL.N_LOSSES * self.loss_stride)
@@ -291,9 +305,14 @@ class Learner:
             gate, V(self.q_adv, m * nq, 2 * m * nq), V(self.q_val, o_sp * N_ATOMS, o_tp1 * N_ATOMS), i32(m), isv,
             self.a_star)
         br.join(TARGET)
+        t_adv, t_val, a_t = self.t_adv, self.t_val, self.a_star
+        if self.policy_target:   # the target under the acting policy at s' (module docstring)
+            policy_mixture_logp[(*policy_mixture_grid(m), st)](gate, self.y_narrow, i32(o_sp), self.t_adv,
+                                                               self.t_val, i32(m), self.t_mix)
+            t_adv, t_val, a_t = self.zero_adv, self.t_mix, self.zero_a
         KL.rl_c51_loss[(*KL.c51_grid(m), st)](
-            gate, V(self.q_adv, 0, m * nq), V(self.q_val, o_s * N_ATOMS, o_sp * N_ATOMS), rep.action, self.t_adv,
-            self.t_val, self.a_star, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val,
+            gate, V(self.q_adv, 0, m * nq), V(self.q_val, o_s * N_ATOMS, o_sp * N_ATOMS), rep.action, t_adv,
+            t_val, a_t, rep.reward, rep.done, rep.is_weight, i32(m), isv, self.d_adv, self.d_val,
             V(self.losses, 0, m), self.td)
         h_s = hv(self.h, o_s, o_sp)
         br.fork(Q_DW)

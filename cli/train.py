@@ -13,7 +13,7 @@ import typer
 
 from alpharl import rundir
 from alpharl.cli.errors import user_errors
-from alpharl.config import BACKENDS, FUSED_MODES, TENSOR_CORE_MODES, TrainConfig
+from alpharl.config import BACKENDS, FUSED_MODES, Q_TARGETS, TENSOR_CORE_MODES, TrainConfig
 from alpharl.dashboard import Dashboard
 from alpharl.sim.layout import PENALTY_UNITS
 
@@ -62,6 +62,7 @@ def train(
     pace_policy: Annotated[bool | None, typer.Option("--pace-policy/--no-pace-policy", help="With --adaptive-anchors: the policy head's step paced by the KL each PPO update's own steps add, the clip set from that trust region (measured worse held out). (default: off)", show_default=False)] = None,
     k_noise_band: Annotated[bool | None, typer.Option("--k-noise-band/--no-k-noise-band", help="With --adaptive-anchors: K steps up only where the baseline's fit is also worse than its usual level by more than twice its scatter. (default: off)", show_default=False)] = None,
     mirror_policy: Annotated[bool | None, typer.Option("--mirror-policy/--no-mirror-policy", help="A mirror-equivariant actor: acts on and learns through its logits averaged with those of the buy/sell mirror image of the market, so it cannot tilt to one side whatever the seed. (default: off)", show_default=False)] = None,
+    q_target: Annotated[str | None, typer.Option("--q-target", help=f"{' | '.join(Q_TARGETS)}: what the C51 target bootstraps from at the next state: the greedy action (Double DQN) or the acting policy's mixture over its actions, so the Q head values the policy that acts. (default: {_D.q_target})", show_default=False)] = None,
     tensor_cores: Annotated[str | None, typer.Option("--tensor-cores", help=f"{' | '.join(TENSOR_CORE_MODES)}: the large layers' products on TF32 tensor cores (cuBLASLt via nvmath-python, the extra 'tc'); auto where measured faster. (default: {_D.tensor_cores})", show_default=False)] = None,
     fused_update: Annotated[str | None, typer.Option("--fused-update", help=f"{' | '.join(FUSED_MODES)}: each learning update as one cooperative launch (nine phases between grid barriers) instead of its sequence of launches; measured slower, so off. (default: {_D.fused_update})", show_default=False)] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", help=f"G data-parallel ranks, one process per GPU, each with B/G backtests (NCCL all-reduce of the gradients and the ISV's batch statistics); with --backend numpy or sim the ranks run on the CPU. (default: {_D.gpus})", show_default=False)] = None,
@@ -85,7 +86,7 @@ def train(
                               "sim.inventory_penalty_quadratic": inventory_penalty_quadratic,
                               "sim.peg_quotes": peg_quotes, "sim.refill_quotes": refill_quotes}, reward_norm=reward_norm,
                            adaptive_support=adaptive_support, adaptive_anchors=adaptive_anchors,
-                           pace_policy=pace_policy, k_noise_band=k_noise_band, mirror_policy=mirror_policy, gpus=gpus, tensor_cores=tensor_cores, fused_update=fused_update))
+                           pace_policy=pace_policy, k_noise_band=k_noise_band, mirror_policy=mirror_policy, q_target=q_target, gpus=gpus, tensor_cores=tensor_cores, fused_update=fused_update))
         note = rundir.check_paths(cfg, resume)
         if note:
             typer.echo(f"alpharl: {note}", err=True)

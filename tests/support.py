@@ -117,6 +117,32 @@ def random_nets(rng, obs_dim: int, hidden: int):
     return nets
 
 
+def random_env_batch(rng, n, n_next, obs_dim):
+    """An alpharl.batches.EnvBatch of n env rows and n_next t+1 rows: random observations, actions, log-probs
+    and rewards (no zeros), every third row done."""
+    from alpharl.batches import EnvBatch
+    from alpharl.sizes import N_ACTIONS
+
+    return EnvBatch(obs=nonzero_uniform(rng, (n, obs_dim), -2, 2),
+                    action=rng.integers(0, N_ACTIONS, n).astype(np.int32),
+                    logp_old=np.log(rng.uniform(0.05, 0.3, n)).astype(np.float32),
+                    reward=nonzero_uniform(rng, n, -2, 2), done=(np.arange(n) % 3 == 1).astype(np.float32),
+                    obs_next=nonzero_uniform(rng, (n_next, obs_dim), -2, 2),
+                    label_up=(np.arange(n) % 2).astype(np.float32), label_ret=nonzero_uniform(rng, n, -0.1, 0.1))
+
+
+def random_replay_batch(rng, m, obs_dim):
+    """An alpharl.batches.ReplayBatch of m random transitions (no zeros), the second one done."""
+    from alpharl.batches import ReplayBatch
+    from alpharl.sizes import N_ACTIONS
+
+    return ReplayBatch(obs=nonzero_uniform(rng, (m, obs_dim), -2, 2),
+                       action=rng.integers(0, N_ACTIONS, m).astype(np.int32),
+                       reward=nonzero_uniform(rng, m, -3, 3), done=(np.arange(m) == 1).astype(np.float32),
+                       obs_next=nonzero_uniform(rng, (m, obs_dim), -2, 2),
+                       is_weight=rng.uniform(0.2, 1.0, m).astype(np.float32))
+
+
 def batch_to_device(batch):
     """A batch NamedTuple (alpharl.batches) with every array on the device."""
     return type(batch)(*(None if v is None else cuda.to_device(v) for v in batch))

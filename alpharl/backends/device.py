@@ -20,7 +20,7 @@ from alpharl import isv as S
 from alpharl import target
 from alpharl.backends.base import SharedOps
 from alpharl.batches import EnvBatch, LearnerOutputs, ReplayBatch
-from alpharl.config import TrainConfig
+from alpharl.config import Q_TARGET_POLICY, TrainConfig
 from alpharl.controllers import Controllers, reward_flags, reward_statistics
 from alpharl.cuda_kernels.controllers.reward_norm import REWARD_NORM_BLOCK, rl_reward_norm
 from alpharl.cuda_kernels.controllers.k_loop import rl_k_gate
@@ -73,7 +73,8 @@ class DeviceBackend(SharedOps):
         self.ranks = rank_sync(comm, self.nets.layout.n_params, device=True, stream=st)
         self.learner = Learner(self.nets, max(B, n_update), m, stream=st, max_next=B,
                                rel_update=config.adaptive_anchors, ranks=self.ranks, tensor_cores=config.tensor_cores,
-                               fused=config.fused_update, mirror=config.mirror_policy)
+                               fused=config.fused_update, mirror=config.mirror_policy,
+                               policy_target=config.q_target == Q_TARGET_POLICY)
         self.replay = PrioritizedReplay(config.capacity, self.obs_dim, m, seed, stream=st)
         self.controllers = Controllers(st, anchors=config.adaptive_anchors, pace=config.pace_policy,
                                       k_noise=config.k_noise_band)

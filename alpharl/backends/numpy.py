@@ -10,7 +10,7 @@ import numpy as np
 from alpharl import isv as S
 from alpharl.backends.base import SharedOps
 from alpharl.batches import STEP_OUTPUTS, EnvBatch, LearnerOutputs, ReplayBatch
-from alpharl.config import TrainConfig
+from alpharl.config import Q_TARGET_POLICY, TrainConfig
 from alpharl.controllers import reference_controllers, reference_signal_emas, reward_flags, reward_statistics
 from alpharl.cuda_kernels.nets.adam import STATE_COLS
 from alpharl.cuda_kernels.nets.advantage import ENV_COLLECT, ENV_GAE, ENV_ONE_STEP
@@ -88,6 +88,7 @@ class NumpyBackend(SharedOps):
         self.pace = config.pace_policy
         self.k_noise = config.k_noise_band
         self.mirror = config.mirror_policy
+        self.policy_target = config.q_target == Q_TARGET_POLICY
         self.prng = seed_states(seed, B, STREAM_ACTIONS)
         self.ones = np.ones(max(B, n_update, m), np.float32)
         self.moments_tables = {phase: signal_moments_table(B, m, n_ppo)
@@ -156,7 +157,7 @@ class NumpyBackend(SharedOps):
         r = RL.update(self.nets.state, self.isv, env, mb, self.layout, dtype=np.float32, mode=phase,
                       gae=self.rollout.gae_inputs(self.lam) if gae else None,
                       gae_buffers=self.gae_buffers if phase == ENV_GAE else None, rel_update=self.anchors,
-                      ranks=self.ranks, mirror=self.mirror)
+                      ranks=self.ranks, mirror=self.mirror, policy_target=self.policy_target)
         self.nets.state = {k: np.asarray(v, np.float32) if k != "adam_state" else v for k, v in r.state.items()}
         self.isv[:] = r.isv
         self.v_used = np.asarray(r.out.v_used, np.float32)

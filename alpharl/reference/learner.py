@@ -17,6 +17,10 @@ first when ``gae`` (alpharl.batches.GaeInputs on host arrays) is given.
 ``mirror`` (--mirror-policy; cuda_kernels/nets/mirror.py): the rows are
 [s_t (B) | M s_t (B) | s | s' | s_{t+1}], the policy's logits z = (f(s_t) + P f(M s_t)) / 2,
 and the PPO gradient reaches the encoder through both passes.
+
+``policy_target`` (--q-target policy; cuda_kernels/sampling/policy_mixture.py): the C51 target is the
+target net's distribution at s' mixed over the policy head's pi(. | s') (its own logits at the s' rows),
+not Double DQN's (s', a*).
 """
 from __future__ import annotations
 
@@ -66,9 +70,10 @@ def pi_logits(p, layout: NetLayout, obs, mirror: bool = False) -> np.ndarray:
 
 
 def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype=np.float64, support=None,
-            mirror: bool = False) -> dict:
+            mirror: bool = False, policy_target: bool = False) -> dict:
     """Every activation of the update at parameters p (online) and target (encoder + Q); V_dq on the
-    C51 support [V_MIN, V_MAX] (None: the bootstrap +-10). ``mirror``: module docstring (``pi_logits`` is z)."""
+    C51 support [V_MIN, V_MAX] (None: the bootstrap +-10). ``mirror``: module docstring (``pi_logits`` is z).
+    ``policy_target``: also ``pi_sp``, the policy head's logits at the replay rows' s'."""
     cast = lambda a: np.asarray(a, dtype)  # noqa: E731
     b, m, n_next = len(env.action), len(rep.action), len(env.obs_next)
     env_rows = [cast(env.obs)] + ([mirror_obs(cast(env.obs), levels_of(layout.obs_dim))] if mirror else [])
@@ -84,6 +89,8 @@ def forward(p, target, layout: NetLayout, env: EnvBatch, rep: ReplayBatch, dtype
         **N.forward(h, th, p, target, layout, bm, support),  # q_val, t_val, pi_logits, v_out, bce_out, aux_out, v_dq
         "o_s": o_s, "o_sp": o_sp, "o_tp1": o_tp1,
     }
+    if policy_target:
+        fw["pi_sp"] = R.linear(h[o_sp:o_tp1], *_w(p, layout, "pi.out"))
     if mirror:   # the pi head on [s_t | M s_t] -> z on s_t
         f = fw["pi_logits"]
         fw["pi_logits"] = 0.5 * (f[:b] + f[b:][:, MIRROR_ACTION])
@@ -103,7 +110,7 @@ def targets(fw: dict, env: EnvBatch, rep: ReplayBatch, isv, dtype=np.float64, mo
     sup = R.support_of(isv)
     a_star = R.argmax_expected_q(fw["q_adv"][m:], fw["q_val"][fw["o_sp"]:fw["o_tp1"]], sup)
     m_tgt, e_target = R.c51_target(fw["t_adv"], fw["t_val"], a_star, replay_reward(rep, isv, dtype), cast(rep.done),
-                                   gamma, sup)
+                                   gamma, sup, fw.get("pi_sp"))
     v_scalar, v_dq = fw["v_out"], fw["v_dq"]
     RC.rl_v_blend_alpha_controller(v_scalar[:b], v_dq[:b], b, isv)
     v_used = np.zeros(b, np.float32)
@@ -207,12 +214,13 @@ def relative_update(p_w, g_w, m_w, v_w, t: int, lr: float, ref_sq: float) -> flo
 
 def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout, dtype=np.float64,
            mode: int = ENV_ONE_STEP, gae=None, gae_buffers: dict | None = None, rel_update: bool = False,
-           ranks=None, mirror: bool = False) -> UpdateResult:
+           ranks=None, mirror: bool = False, policy_target: bool = False) -> UpdateResult:
     """One whole learning update. state: params, adam_m, adam_v, target, adam_state (as Nets.state_dict()).
     mode, gae, gae_buffers: see the module docstring. rel_update: also each learning module's relative update
     into its RL_OBS_*_REL_UPDATE slot (rl_grad_guard's flag). ranks: alpharl.ranks.RankSync (float32 only) with
     data-parallel ranks: the gradient and the ISV's batch statistics averaged over them before the guard.
-    mirror: the mirror-equivariant actor (module docstring).
+    mirror: the mirror-equivariant actor (module docstring). policy_target: the C51 target under the acting
+    policy (module docstring).
 
     Returns the new state, the updated isv (a copy), the gradient and every per-sample output (the PPO/V ones
     None on a collect step).
@@ -220,7 +228,7 @@ def update(state: dict, isv, env: EnvBatch, rep: ReplayBatch, layout: NetLayout,
     isv = np.array(isv, np.float32, copy=True)
     p = np.asarray(state["params"], dtype)
     target = np.asarray(state["target"], dtype)
-    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv), mirror)
+    fw = forward(p, target, layout, env, rep, dtype, R.support_of(isv), mirror, policy_target)
     fixed = targets(fw, env, rep, isv, dtype, mode, gae, gae_buffers)
     hl = head_losses(fw, env, rep, fixed, isv, dtype)
     g = gradients(p, layout, fw, hl)

@@ -114,10 +114,21 @@ def c51_project(q, reward, done, gamma, support=None):
     return m
 
 
-def c51_target(t_adv, t_val, a_star, reward, done, gamma, support=None):
-    """(m projected target [n, N_ATOMS], E[Z_target(s', a*)] [n])."""
+def policy_mixture(pi_logits, t_adv, t_val):
+    """The target distribution at s' under the acting policy (``--q-target policy``):
+    q[n, z] = sum_a pi(a | s') p_target(z | s', a), pi = softmax(pi_logits) [n, N_ACTIONS]."""
+    pi = np.exp(log_softmax(pi_logits))
+    return (pi[:, :, None] * np.exp(log_softmax(dueling_logits(t_adv, t_val)))).sum(axis=1)
+
+
+def c51_target(t_adv, t_val, a_star, reward, done, gamma, support=None, pi_logits=None):
+    """(m projected target [n, N_ATOMS], E[Z_target(s')] [n]): the target net's distribution at (s', a*)
+    (Double DQN), or with ``pi_logits`` (the policy at s') its mixture over the policy (``policy_mixture``)."""
     n = t_adv.shape[0]
-    q = np.exp(log_softmax(dueling_logits(t_adv, t_val)[np.arange(n), a_star]))
+    if pi_logits is None:
+        q = np.exp(log_softmax(dueling_logits(t_adv, t_val)[np.arange(n), a_star]))
+    else:
+        q = policy_mixture(pi_logits, t_adv, t_val)
     return c51_project(q, reward, done, gamma, support), (q * supports(q.dtype.type, support)).sum(axis=1)
 
 

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 from numba import cuda
 from support import (assert_all_written, assert_grads_match_finite_differences, assert_update_matches_reference,
-                     batch_to_device, nonzero_uniform, poisoned, random_nets)
+                     batch_to_device, nonzero_uniform, poisoned, random_env_batch, random_nets,
+                     random_replay_batch)
 
 from alpharl import isv as S
-from alpharl.batches import EnvBatch, GaeInputs, ReplayBatch
+from alpharl.batches import GaeInputs
 from alpharl.config import ConfigError, TrainConfig
 from alpharl.cuda_kernels.nets import mirror as KM
 from alpharl.cuda_kernels.nets.advantage import ENV_GAE
@@ -33,19 +34,11 @@ def _perm():
 
 
 def _env(rng, n, n_next):
-    return EnvBatch(obs=nonzero_uniform(rng, (n, OBS_DIM), -2, 2), action=rng.integers(0, N_ACTIONS, n).astype(np.int32),
-                    logp_old=np.log(rng.uniform(0.05, 0.3, n)).astype(np.float32),
-                    reward=nonzero_uniform(rng, n, -2, 2), done=(np.arange(n) % 3 == 1).astype(np.float32),
-                    obs_next=nonzero_uniform(rng, (n_next, OBS_DIM), -2, 2),
-                    label_up=(np.arange(n) % 2).astype(np.float32), label_ret=nonzero_uniform(rng, n, -0.1, 0.1))
+    return random_env_batch(rng, n, n_next, OBS_DIM)
 
 
 def _rep(rng):
-    return ReplayBatch(obs=nonzero_uniform(rng, (M, OBS_DIM), -2, 2),
-                       action=rng.integers(0, N_ACTIONS, M).astype(np.int32),
-                       reward=nonzero_uniform(rng, M, -3, 3), done=np.array([0, 1], np.float32),
-                       obs_next=nonzero_uniform(rng, (M, OBS_DIM), -2, 2),
-                       is_weight=rng.uniform(0.2, 1.0, M).astype(np.float32))
+    return random_replay_batch(rng, M, OBS_DIM)
 
 
 def _device(batch):

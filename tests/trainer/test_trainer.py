@@ -129,12 +129,13 @@ SIGNALS_ON = dict(reward_norm=True, adaptive_support=True, adaptive_anchors=True
 @pytest.mark.skipif(target.on_simulator() is False, reason="the sim backend needs the CUDA simulator")
 # The grid path rides with the switches on: one simulated step each (~a minute) covers both.
 @pytest.mark.parametrize("switches, grid", [({}, False), ({**SIGNALS_ON, "k_noise_band": True}, True),
-                                            ({"mirror_policy": True}, False)],
-                         ids=["fixed", "signals-replay-grid", "mirror"])
+                                            ({"mirror_policy": True, "q_target": "policy"}, False)],
+                         ids=["fixed", "signals-replay-grid", "mirror-policy-target"])
 def test_one_step_numpy_and_kernels_agree(switches, grid):
     """One step from the same state: the kernels (sim backend) and the NumPy references agree, with the
     reward normaliser, the adaptive support and the anchors off and on, and with the replay's draw and
-    priority update on its grid path (the threshold moved below M, as a large M takes it)."""
+    priority update on its grid path (the threshold moved below M, as a large M takes it); the mirror actor with
+    the policy's C51 target (both backends take the two options)."""
     kw = dict(b=1, minibatch=2, replay_capacity=8, **switches)
     # A narrow encoder: the simulator runs one Python thread per GPU thread, and the kernels take the
     # width as an argument (their tiles cover any width; tests/nets checks them at several).

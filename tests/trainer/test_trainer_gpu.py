@@ -25,8 +25,9 @@ def _run(graph: bool, steps: int, b: int = 16, seed: int = 5, rollout: int = 1, 
 
 @pytest.mark.parametrize("rollout", [1, 4])
 @pytest.mark.parametrize("switches", [{}, SIGNALS_ON, {**SIGNALS_ON, "pace_policy": True, "k_max": 2},
-                                      {**SIGNALS_ON, "k_noise_band": True}, {**SIGNALS_ON, "mirror_policy": True}],
-                         ids=["fixed", "signals", "paced", "k_noise", "mirror"])
+                                      {**SIGNALS_ON, "k_noise_band": True}, {**SIGNALS_ON, "mirror_policy": True},
+                                      {**SIGNALS_ON, "mirror_policy": True, "q_target": "policy"}],
+                         ids=["fixed", "signals", "paced", "k_noise", "mirror", "policy-target"])
 def test_graph_and_eager_are_bit_identical(rollout, switches):
     """rollout 4: 13 steps = collect and update graphs each captured and replayed, ending mid-rollout."""
     steps = 12 if rollout == 1 else 13
