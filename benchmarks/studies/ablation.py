@@ -306,7 +306,8 @@ def markdown(held: list[dict], targets: list[dict], policy: str,
               "|---|---|---|---|---|"]
     for v, rs in sorted(by_variant.items()):
         ge = sum(r["diff"] >= 0 for r in rs)
-        safe = sum(r["policy_ci"][0] is not None and r["policy_ci"][0] > 0 for r in rs)
+        # one seed has no interval (ci None): it cannot exclude a loss
+        safe = sum(bool(r["policy_ci"]) and r["policy_ci"][0] is not None and r["policy_ci"][0] > 0 for r in rs)
         below = sum(r["below_hold"] for r in rs)
         known = [r for r in rs if r["improve"] is not None]
         ge_improve = f"{sum(r['policy'] >= r['improve'] for r in known)}/{len(known)}" if known else "-"

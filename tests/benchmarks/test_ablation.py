@@ -239,3 +239,17 @@ def test_two_sided_means_from_eval_book(small_study):
     assert all(r["two_sided"] is None and r["improve_two_sided"] is None for r in rows)
     assert all(l.endswith("| - |") for l in ab.markdown(rows, [], "sampled").splitlines()
                if l.startswith("| AMZN_2012-06-21_5_cut |") and "| plain |" in l)
+
+
+def test_one_seed_has_no_interval_and_excludes_no_loss(small_study):
+    """A study of one seed per day has no bootstrap interval (ci None): its rows print "-" and the day
+    does not count among those whose interval excludes a loss."""
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    held = ab.held_out_rows(study, "greedy")
+    one = [dict(r, n=1, policy=abs(r["policy"]) + 1.0, policy_ci=None) for r in held]
+    text = ab.markdown(one, [], "greedy")
+    line = next(l for l in text.splitlines() if l.startswith("| AMZN_2012-06-21_5_cut | plain |"))
+    assert " - | " in line
+    counts = next(l for l in text.splitlines() if l.startswith("| plain |"))
+    assert counts.split("|")[3].strip() == "0/1"
