@@ -57,8 +57,13 @@ def _money(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
 
+def _ci_low(ci) -> float | None:
+    """The interval's lower end; None where there is none (one seed: ci None)."""
+    return None if not ci or ci[0] is None else ci[0]
+
+
 def _ci(ci) -> str:
-    return "-" if not ci or ci[0] is None else f"[{ci[0]:,.0f}, {ci[1]:,.0f}]"
+    return "-" if _ci_low(ci) is None else f"[{ci[0]:,.0f}, {ci[1]:,.0f}]"
 
 
 def held_out_rows(study: dict, policy: str) -> list[dict]:
@@ -306,8 +311,7 @@ def markdown(held: list[dict], targets: list[dict], policy: str,
               "|---|---|---|---|---|"]
     for v, rs in sorted(by_variant.items()):
         ge = sum(r["diff"] >= 0 for r in rs)
-        # one seed has no interval (ci None): it cannot exclude a loss
-        safe = sum(bool(r["policy_ci"]) and r["policy_ci"][0] is not None and r["policy_ci"][0] > 0 for r in rs)
+        safe = sum((_ci_low(r["policy_ci"]) or 0.0) > 0 for r in rs)   # no interval: no loss excluded
         below = sum(r["below_hold"] for r in rs)
         known = [r for r in rs if r["improve"] is not None]
         ge_improve = f"{sum(r['policy'] >= r['improve'] for r in known)}/{len(known)}" if known else "-"

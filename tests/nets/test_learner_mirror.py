@@ -141,8 +141,10 @@ def test_mirror_update_matches_reference_and_finite_differences(rng):
 
 
 @pytest.mark.slow
-def test_mirror_update_on_a_rollout_matches_reference(rng):
-    """The GAE update step (T B env rows, their T B mirror rows, B t+1 rows) vs the reference."""
+@pytest.mark.parametrize("policy_target", [False, True], ids=["greedy-target", "policy-target"])
+def test_mirror_update_on_a_rollout_matches_reference(rng, policy_target):
+    """The GAE update step (T B env rows, their T B mirror rows, B t+1 rows) vs the reference; with the
+    policy target the s' rows its mixture reads sit after the 2 T B env rows."""
     nets = _nets(rng)
     lay = nets.layout
     n = T_LEN * B
@@ -150,19 +152,20 @@ def test_mirror_update_on_a_rollout_matches_reference(rng):
     v_used = nonzero_uniform(rng, n, -1, 1)
     isv = S.bootstrap_vector()
     state0 = nets.state_dict()
-    learner = Learner(nets, n, M, max_next=B, mirror=True)
+    learner = Learner(nets, n, M, max_next=B, mirror=True, policy_target=policy_target)
     env_d = _device(env)
     out = learner.update(env_d, _device(rep), cuda.to_device(isv), _gate(), mode=ENV_GAE,
                          gae=GaeInputs(env_d.reward, env_d.done, cuda.to_device(v_used), 0.9))
     bufs = {k: np.zeros(n) for k in ("advantage", "ret", "ppo_adv")}
     ref = RL.update(state0, isv, env, rep, lay, mode=ENV_GAE, gae=GaeInputs(env.reward, env.done, v_used.copy(), 0.9),
-                    gae_buffers=bufs, mirror=True)
+                    gae_buffers=bufs, mirror=True, policy_target=policy_target)
     grads = nets.grads.copy_to_host()
     for mod in MODULES:
         sl = lay.module_slice[mod]
         np.testing.assert_allclose(grads[sl], ref.grads[sl], rtol=1e-3, atol=2e-5 * np.abs(ref.grads[sl]).max(),
                                    err_msg=mod)
-    for name in ("entropy", "kl", "ratio", "advantage", "ret", "v_used_next", "v_scalar_next", "pi_logits"):
+    for name in ("entropy", "kl", "ratio", "advantage", "ret", "v_used_next", "v_scalar_next", "pi_logits",
+                 "q_priority", "td"):
         np.testing.assert_allclose(assert_all_written(getattr(out, name)), getattr(ref.out, name), rtol=1e-4,
                                    atol=1e-5, err_msg=name)
 

@@ -9,9 +9,7 @@ from support import (assert_all_written, assert_grads_match_finite_differences, 
                      random_replay_batch)
 
 from alpharl import isv as S
-from alpharl.batches import GaeInputs
 from alpharl.config import ConfigError, TrainConfig
-from alpharl.cuda_kernels.nets.advantage import ENV_GAE
 from alpharl.cuda_kernels.nets import losses as KL
 from alpharl.cuda_kernels.nets.narrow import COL_PI, N_COLS
 from alpharl.cuda_kernels.nets.warp import WARP_ROW_BLOCK
@@ -169,34 +167,6 @@ def test_policy_target_update_matches_reference_and_finite_differences(rng, mirr
         assert np.abs(greedy.grads[sl] - ref.grads[sl]).max() > 1e-3 * np.abs(ref.grads[sl]).max(), mod
     sl = lay.module_slice["pi"]
     np.testing.assert_allclose(greedy.grads[sl], ref.grads[sl], rtol=1e-12, atol=1e-15)
-
-
-@pytest.mark.slow
-def test_policy_target_update_on_a_rollout_matches_reference(rng):
-    """The GAE update step (T B env rows and their mirror rows before the replay's s and s' rows, B t+1 rows):
-    the s' rows the mixture reads sit after 2 T B env rows."""
-    nets = random_nets(rng, OBS_DIM, HIDDEN)
-    lay = nets.layout
-    n = 3 * B
-    env, rep = random_env_batch(rng, n, B, OBS_DIM), _rep(rng)
-    v_used = nonzero_uniform(rng, n, -1, 1)
-    isv = S.bootstrap_vector()
-    state0 = nets.state_dict()
-    learner = Learner(nets, n, M, max_next=B, mirror=True, policy_target=True)
-    env_d = batch_to_device(env)
-    out = learner.update(env_d, batch_to_device(rep), cuda.to_device(isv), _gate(), mode=ENV_GAE,
-                         gae=GaeInputs(env_d.reward, env_d.done, cuda.to_device(v_used), 0.9))
-    bufs = {k: np.zeros(n) for k in ("advantage", "ret", "ppo_adv")}
-    ref = RL.update(state0, isv, env, rep, lay, mode=ENV_GAE, gae=GaeInputs(env.reward, env.done, v_used.copy(), 0.9),
-                    gae_buffers=bufs, mirror=True, policy_target=True)
-    grads = nets.grads.copy_to_host()
-    for mod in ("q", "enc", "pi"):
-        sl = lay.module_slice[mod]
-        np.testing.assert_allclose(grads[sl], ref.grads[sl], rtol=1e-3, atol=2e-5 * np.abs(ref.grads[sl]).max(),
-                                   err_msg=mod)
-    for name in ("q_priority", "td"):
-        np.testing.assert_allclose(assert_all_written(getattr(out, name)), getattr(ref.out, name), rtol=1e-4,
-                                   atol=1e-5, err_msg=name)
 
 
 def test_reference_policy_target_update_runs_in_float32_as_the_numpy_backend(rng):
