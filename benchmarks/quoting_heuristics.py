@@ -19,9 +19,16 @@ observation, each the join of both touches with one filter:
 A side that has an order when its filter turns false is cancelled (CANCEL takes both sides' orders; the
 side still wanted re-joins on the next steps, at the back of the queue).
 
+``--segments N`` cuts each file into N equal windows instead and runs every policy on each (a fresh
+simulator per window): how a rule's PnL varies along the day. Each segment is in-sample (inside the
+training window), held out (inside its complement) or neither; the summary gives, per file and policy,
+the in-sample segments' mean and spread and how many of them the held-out segments' mean reaches. A
+held-out result inside the spread of the training segments is one a learner could not have told from
+what the training window showed.
+
     python benchmarks/quoting_heuristics.py --config CONFIG --data FILE [FILE ...]
         [--seeds 0,1,2] [--policies join,improve,join_flat,join_flat_imb:0.5] [--train-window 0:0.8]
-        [--jobs 2] [--json OUT]
+        [--segments N] [--jobs 2] [--json OUT]
 """
 from __future__ import annotations
 
@@ -128,6 +135,54 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
+def segment_role(seg: tuple[float, float], train: tuple[float, float], test: tuple[float, float] | None) -> str:
+    """``in_sample`` for a segment inside the training window, ``held_out`` inside its complement,
+    ``other`` for one that straddles a boundary or lies in neither."""
+    def inside(w):
+        return w is not None and w[0] <= seg[0] and seg[1] <= w[1]
+    return "in_sample" if inside(train) else "held_out" if inside(test) else "other"
+
+
+def summarise_segments(rows: list[dict]) -> list[dict]:
+    """Per (file, policy): each segment's PnL (mean over seeds), then the in-sample segments' mean, sample
+    standard deviation and count above zero, the held-out segments' mean, and how many in-sample
+    segments that mean is at or above."""
+    out = []
+    for f, p in dict.fromkeys((r["file"], r["policy"]) for r in rows):
+        segs = {}
+        for r in rows:
+            if (r["file"], r["policy"]) == (f, p):
+                segs.setdefault(r["segment"], []).append(r)
+        pnl = [float(np.mean([r["pnl"] for r in segs[i]])) for i in sorted(segs)]
+        role = [segs[i][0]["role"] for i in sorted(segs)]
+        ins = np.array([x for x, ro in zip(pnl, role) if ro == "in_sample"])
+        held = np.array([x for x, ro in zip(pnl, role) if ro == "held_out"])
+        held_mean = float(held.mean()) if held.size else None
+        out.append({"file": f, "policy": p, "segment_pnl": pnl, "segment_role": role,
+                    "in_sample_mean": float(ins.mean()) if ins.size else None,
+                    "in_sample_sd": float(ins.std(ddof=1)) if ins.size > 1 else None,
+                    "in_sample_positive": int((ins > 0).sum()), "in_sample_segments": int(ins.size),
+                    "held_out_mean": held_mean,
+                    "held_out_reaches": None if held_mean is None else int((held_mean >= ins).sum())})
+    return out
+
+
+def segment_table(summary: list[dict]) -> str:
+    """Markdown: per file and policy, each segment's PnL in k$ (held-out ones in brackets), and the
+    in-sample segments against the held-out mean."""
+    lines = ["| day | policy | PnL a segment, k$ ([held out]) | in-sample mean ± sd, > 0 | held-out mean,"
+             " ≥ in-sample segments |", "|---|---|---|---|---|"]
+    for s in summary:
+        cells = " ".join(f"[{x / 1e3:.1f}]" if ro == "held_out" else f"{x / 1e3:.1f}"
+                         for x, ro in zip(s["segment_pnl"], s["segment_role"]))
+        n = s["in_sample_segments"]
+        ins = "" if not n else (f"{s['in_sample_mean'] / 1e3:.1f} ± {(s['in_sample_sd'] or 0) / 1e3:.1f},"
+                                f" {s['in_sample_positive']}/{n}")
+        held = "" if s["held_out_mean"] is None else f"{s['held_out_mean'] / 1e3:.1f}, {s['held_out_reaches']}/{n}"
+        lines.append(f"| {s['file']} | {s['policy']} | {cells} | {ins} | {held} |")
+    return "\n".join(lines)
+
+
 def table(summary: list[dict]) -> str:
     """Markdown: per file and policy, in-sample and held-out mean PnL ($ a trade)."""
     files = list(dict.fromkeys(s["file"] for s in summary))
@@ -156,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-window", default="0:0.8")
     ap.add_argument("--b", type=int, default=16)
     ap.add_argument("--steps", type=int, default=None, help="steps per run (default: one pass over the window)")
+    ap.add_argument("--segments", type=int, default=0,
+                    help="cut each file into N equal windows and run each policy on every one (module doc)")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -165,10 +222,16 @@ def main(argv: list[str] | None = None) -> int:
     policies = a.policies.split(",")
     loaded = load_files(find_sources(a.data, "--data"))
     labels = file_labels([md for _, md in loaded])
+    if a.segments < 0:
+        ap.error(f"--segments {a.segments}: must be >= 0")
+    if a.segments:
+        windows = [(i / a.segments, (i + 1) / a.segments) for i in range(a.segments)]
+        windows = [(segment_role(w, train, test), w) for w in windows]
+    else:
+        windows = [(role, w) for role, w in (("in_sample", train), ("held_out", test)) if w is not None]
     jobs = [(a.config, path, label, w, role, p, s, a.b, a.steps)
             for (path, _), label in zip(loaded, labels)
-            for role, w in (("in_sample", train), ("held_out", test)) if w is not None
-            for p in policies for s in seeds]
+            for role, w in windows for p in policies for s in seeds]
     for p in policies:   # a bad name fails here, not in a worker
         make(p, 1, 0, 1)
     if a.jobs > 1:
@@ -176,11 +239,18 @@ def main(argv: list[str] | None = None) -> int:
             rows = list(ex.map(one, jobs))
     else:
         rows = [one(j) for j in jobs]
-    summary = summarise(rows)
-    print(table(summary))
+    if a.segments:
+        for r in rows:
+            r["segment"] = int(round(r["window"][0] * a.segments))
+        summary = summarise_segments(rows)
+        print(segment_table(summary))
+    else:
+        summary = summarise(rows)
+        print(table(summary))
     if a.json:
         Path(a.json).write_text(json.dumps({"config": a.config, "train_window": list(train), "seeds": seeds,
-                                            "b": a.b, "runs": rows, "summary": summary}, indent=1))
+                                            "b": a.b, "segments": a.segments, "runs": rows,
+                                            "summary": summary}, indent=1))
     return 0
 
 

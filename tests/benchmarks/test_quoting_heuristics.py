@@ -71,3 +71,42 @@ def test_short_run_matches_the_evaluation_join(tmp_path):
     assert {x["role"] for x in res["summary"]} == {"in_sample", "held_out"}
     with pytest.raises(E.EvalError):
         qh.main(["--data", data, "--policies", "nope"])
+
+
+def test_segment_roles_and_summary():
+    qh = load_benchmark("quoting_heuristics")
+    train, test = (0.0, 0.8), (0.8, 1.0)
+    assert qh.segment_role((0.7, 0.8), train, test) == "in_sample"
+    assert qh.segment_role((0.8, 0.9), train, test) == "held_out"
+    assert qh.segment_role((0.75, 0.85), train, test) == "other"      # straddles the boundary
+    assert qh.segment_role((0.9, 1.0), (0.0, 0.5), (0.5, 0.8)) == "other"   # in neither window
+    pnl = {0: (-300.0, -100.0), 1: (50.0, 250.0), 2: (-7.0, -9.0), 3: (400.0, 200.0)}   # two seeds a segment
+    roles = ["in_sample", "in_sample", "in_sample", "held_out"]
+    rows = [{"file": "d", "policy": "join", "segment": i, "role": roles[i], "pnl": x, "seed": k}
+            for i in pnl for k, x in enumerate(pnl[i])]
+    s, = qh.summarise_segments(rows)
+    assert s["segment_pnl"] == [-200.0, 150.0, -8.0, 300.0]
+    assert s["in_sample_mean"] == pytest.approx(np.mean([-200.0, 150.0, -8.0]))
+    assert s["in_sample_sd"] == pytest.approx(np.std([-200.0, 150.0, -8.0], ddof=1))
+    assert (s["in_sample_positive"], s["in_sample_segments"]) == (1, 3)
+    assert (s["held_out_mean"], s["held_out_reaches"]) == (300.0, 3)
+    assert "[0.3]" in qh.segment_table([s])
+
+
+def test_segments_run_each_window_and_label_it(tmp_path):
+    qh = load_benchmark("quoting_heuristics")
+    data = str(ROOT / "data" / "AMZN_2012-06-21_5_sample.zip")
+    out = tmp_path / "seg.json"
+    assert qh.main(["--data", data, "--seeds", "0,1", "--steps", "20", "--b", "4", "--policies", "join",
+                    "--segments", "4", "--train-window", "0:0.5", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert sorted({tuple(r["window"]) for r in res["runs"]}) == [(0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1)]
+    assert len(res["runs"]) == 4 * 2
+    assert {r["segment"]: r["role"] for r in res["runs"]} == {0: "in_sample", 1: "in_sample",
+                                                             2: "held_out", 3: "held_out"}
+    s, = res["summary"]
+    for i, x in enumerate(s["segment_pnl"]):
+        assert x == pytest.approx(np.mean([r["pnl"] for r in res["runs"] if r["segment"] == i]))
+    assert s["in_sample_segments"] == 2
+    with pytest.raises(SystemExit):
+        qh.main(["--data", data, "--segments", "-1"])
