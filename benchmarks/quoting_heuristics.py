@@ -19,6 +19,10 @@ observation, each the join of both touches with one filter:
 A side that has an order when its filter turns false is cancelled (CANCEL takes both sides' orders; the
 side still wanted re-joins on the next steps, at the back of the queue).
 
+After the table, the in-sample selection: per file, the rule (``hold`` included: it never trades, PnL
+0) with the best in-sample PnL, and what it makes held out beside join and hold there. That is what a
+learner that picks among these rules by its training window alone would get held out.
+
 ``--segments N`` cuts each file into N equal windows instead and runs every policy on each (a fresh
 simulator per window): how a rule's PnL varies along the day. Each segment is in-sample (inside the
 training window), held out (inside its complement) or neither; the summary gives, per file and policy,
@@ -135,6 +139,30 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
+def select_in_sample(summary: list[dict]) -> list[dict]:
+    """Per file: the policy with the best in-sample mean PnL among those run and ``hold`` (PnL 0: it never
+    trades), with its held-out PnL and the held-out PnL of ``join`` (None if join was not run)."""
+    out = []
+    for f in dict.fromkeys(s["file"] for s in summary):
+        pnl = {(s["role"], s["policy"]): s["pnl"] for s in summary if s["file"] == f}
+        ins = {"hold": 0.0, **{p: x for (role, p), x in pnl.items() if role == "in_sample"}}
+        best = max(ins, key=ins.get)
+        held = 0.0 if best == "hold" else pnl.get(("held_out", best))
+        out.append({"file": f, "policy": best, "in_sample": ins[best], "held_out": held,
+                    "join_held_out": pnl.get(("held_out", "join"))})
+    return out
+
+
+def selection_table(sel: list[dict]) -> str:
+    """Markdown: per file, the in-sample pick and its held-out PnL against join and hold."""
+    lines = ["| day | best in-sample (PnL) | its held-out PnL | join held out | hold |", "|---|---|---|---|---|"]
+    for r in sel:
+        held = "" if r["held_out"] is None else f"{r['held_out']:,.0f}"
+        join = "" if r["join_held_out"] is None else f"{r['join_held_out']:,.0f}"
+        lines.append(f"| {r['file']} | {r['policy']} ({r['in_sample']:,.0f}) | {held} | {join} | 0 |")
+    return "\n".join(lines)
+
+
 def segment_role(seg: tuple[float, float], train: tuple[float, float], test: tuple[float, float] | None) -> str:
     """``in_sample`` for a segment inside the training window, ``held_out`` inside its complement,
     ``other`` for one that straddles a boundary or lies in neither."""
@@ -247,10 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         summary = summarise(rows)
         print(table(summary))
+        if test is not None:
+            print()
+            print(selection_table(select_in_sample(summary)))
     if a.json:
         Path(a.json).write_text(json.dumps({"config": a.config, "train_window": list(train), "seeds": seeds,
                                             "b": a.b, "segments": a.segments, "runs": rows,
-                                            "summary": summary}, indent=1))
+                                            "summary": summary,
+                                            "selection": None if a.segments or test is None
+                                            else select_in_sample(summary)}, indent=1))
     return 0
 
 

@@ -69,6 +69,9 @@ def test_short_run_matches_the_evaluation_join(tmp_path):
     s = {(x["role"], x["policy"]): x for x in res["summary"]}
     assert s[("in_sample", "join")]["pnl"] == pytest.approx(np.mean(s[("in_sample", "join")]["seeds"]))
     assert {x["role"] for x in res["summary"]} == {"in_sample", "held_out"}
+    sel, = res["selection"]
+    ins = {"hold": 0.0, **{x["policy"]: x["pnl"] for x in res["summary"] if x["role"] == "in_sample"}}
+    assert sel["policy"] in ins and sel["in_sample"] == max(ins.values())
     with pytest.raises(E.EvalError):
         qh.main(["--data", data, "--policies", "nope"])
 
@@ -110,3 +113,17 @@ def test_segments_run_each_window_and_label_it(tmp_path):
     assert s["in_sample_segments"] == 2
     with pytest.raises(SystemExit):
         qh.main(["--data", data, "--segments", "-1"])
+
+
+def test_in_sample_selection_picks_the_best_training_rule_or_hold():
+    qh = load_benchmark("quoting_heuristics")
+    rows = [("a", "in_sample", "join", -20.0), ("a", "held_out", "join", 30.0),
+            ("a", "in_sample", "improve", -5.0), ("a", "held_out", "improve", -7.0),
+            ("b", "in_sample", "join", 12.0), ("b", "held_out", "join", -3.0),
+            ("b", "in_sample", "improve", 40.0), ("b", "held_out", "improve", 9.0)]
+    summary = [{"file": f, "role": r, "policy": p, "pnl": x} for f, r, p, x in rows]
+    a, b = qh.select_in_sample(summary)
+    assert (a["policy"], a["in_sample"], a["held_out"], a["join_held_out"]) == ("hold", 0.0, 0.0, 30.0)
+    assert (b["policy"], b["in_sample"], b["held_out"], b["join_held_out"]) == ("improve", 40.0, 9.0, -3.0)
+    t = qh.selection_table([a, b])
+    assert "| a | hold (0) | 0 | 30 | 0 |" in t and "| b | improve (40) | 9 | -3 | 0 |" in t
