@@ -244,14 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if a.segments < 0:
+        ap.error(f"--segments {a.segments}: must be >= 0")
     train = parse_window(a.train_window)
     test = held_out(train)
     seeds = [int(s) for s in a.seeds.split(",")]
     policies = a.policies.split(",")
     loaded = load_files(find_sources(a.data, "--data"))
     labels = file_labels([md for _, md in loaded])
-    if a.segments < 0:
-        ap.error(f"--segments {a.segments}: must be >= 0")
     if a.segments:
         windows = [(i / a.segments, (i + 1) / a.segments) for i in range(a.segments)]
         windows = [(segment_role(w, train, test), w) for w in windows]
