@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = list(ex.map(one, jobs))
     else:
         rows = [one(j) for j in jobs]
+    selection = None
     if a.segments:
         for r in rows:
             r["segment"] = int(round(r["window"][0] * a.segments))
@@ -276,14 +277,13 @@ def main(argv: list[str] | None = None) -> int:
         summary = summarise(rows)
         print(table(summary))
         if test is not None:
+            selection = select_in_sample(summary)
             print()
-            print(selection_table(select_in_sample(summary)))
+            print(selection_table(selection))
     if a.json:
         Path(a.json).write_text(json.dumps({"config": a.config, "train_window": list(train), "seeds": seeds,
                                             "b": a.b, "segments": a.segments, "runs": rows,
-                                            "summary": summary,
-                                            "selection": None if a.segments or test is None
-                                            else select_in_sample(summary)}, indent=1))
+                                            "summary": summary, "selection": selection}, indent=1))
     return 0
 
 
