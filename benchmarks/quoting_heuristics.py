@@ -174,7 +174,12 @@ def segment_role(seg: tuple[float, float], train: tuple[float, float], test: tup
 def summarise_segments(rows: list[dict]) -> list[dict]:
     """Per (file, policy): each segment's PnL (mean over seeds), then the in-sample segments' mean, sample
     standard deviation and count above zero, the held-out segments' mean, and how many in-sample
-    segments that mean is at or above."""
+    segments that mean is at or above.
+
+    Two statistics read the held-out result against the in-sample spread: t = mean / (sd / sqrt(n)), the
+    in-sample mean over its standard error (how clearly the training segments say the rule earns), and
+    z = (H - m mean) / (sqrt(m) sd), the held-out total H of its m segments against what m independent
+    in-sample segments would sum to (how unusual the held-out window is for the training window)."""
     out = []
     for f, p in dict.fromkeys((r["file"], r["policy"]) for r in rows):
         segs = {}
@@ -186,9 +191,14 @@ def summarise_segments(rows: list[dict]) -> list[dict]:
         ins = np.array([x for x, ro in zip(pnl, role) if ro == "in_sample"])
         held = np.array([x for x, ro in zip(pnl, role) if ro == "held_out"])
         held_mean = float(held.mean()) if held.size else None
+        sd = float(ins.std(ddof=1)) if ins.size > 1 else None
+        spread = sd is not None and sd > 0.0
+        t = float(ins.mean()) / (sd / np.sqrt(ins.size)) if spread else None
+        z = (float(held.sum()) - held.size * float(ins.mean())) / (np.sqrt(held.size) * sd) if spread and held.size else None
         out.append({"file": f, "policy": p, "segment_pnl": pnl, "segment_role": role,
                     "in_sample_mean": float(ins.mean()) if ins.size else None,
-                    "in_sample_sd": float(ins.std(ddof=1)) if ins.size > 1 else None,
+                    "in_sample_sd": sd, "in_sample_t": t,
+                    "held_out_total": float(held.sum()) if held.size else None, "held_out_z": z,
                     "in_sample_positive": int((ins > 0).sum()), "in_sample_segments": int(ins.size),
                     "held_out_mean": held_mean,
                     "held_out_reaches": None if held_mean is None else int((held_mean >= ins).sum())})
@@ -198,16 +208,20 @@ def summarise_segments(rows: list[dict]) -> list[dict]:
 def segment_table(summary: list[dict]) -> str:
     """Markdown: per file and policy, each segment's PnL in k$ (held-out ones in brackets), and the
     in-sample segments against the held-out mean."""
-    lines = ["| day | policy | PnL a segment, k$ ([held out]) | in-sample mean ± sd, > 0 | held-out mean,"
-             " ≥ in-sample segments |", "|---|---|---|---|---|"]
+    lines = ["| day | policy | PnL a segment, k$ ([held out]) | in-sample mean ± sd (t), > 0 | held-out mean,"
+             " ≥ in-sample segments | held-out total (z) |", "|---|---|---|---|---|---|"]
     for s in summary:
         cells = " ".join(f"[{x / 1e3:.1f}]" if ro == "held_out" else f"{x / 1e3:.1f}"
                          for x, ro in zip(s["segment_pnl"], s["segment_role"]))
         n = s["in_sample_segments"]
-        ins = "" if not n else (f"{s['in_sample_mean'] / 1e3:.1f} ± {(s['in_sample_sd'] or 0) / 1e3:.1f},"
+        t = "" if s["in_sample_t"] is None else f" ({s['in_sample_t']:+.1f})"
+        ins = "" if not n else (f"{s['in_sample_mean'] / 1e3:.1f} ± {(s['in_sample_sd'] or 0) / 1e3:.1f}{t},"
                                 f" {s['in_sample_positive']}/{n}")
         held = "" if s["held_out_mean"] is None else f"{s['held_out_mean'] / 1e3:.1f}, {s['held_out_reaches']}/{n}"
-        lines.append(f"| {s['file']} | {s['policy']} | {cells} | {ins} | {held} |")
+        total = "" if s["held_out_total"] is None else f"{s['held_out_total'] / 1e3:+.1f}"
+        if s["held_out_z"] is not None:
+            total += f" ({s['held_out_z']:+.1f})"
+        lines.append(f"| {s['file']} | {s['policy']} | {cells} | {ins} | {held} | {total} |")
     return "\n".join(lines)
 
 

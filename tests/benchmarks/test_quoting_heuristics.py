@@ -93,7 +93,23 @@ def test_segment_roles_and_summary():
     assert s["in_sample_sd"] == pytest.approx(np.std([-200.0, 150.0, -8.0], ddof=1))
     assert (s["in_sample_positive"], s["in_sample_segments"]) == (1, 3)
     assert (s["held_out_mean"], s["held_out_reaches"]) == (300.0, 3)
-    assert "[0.3]" in qh.segment_table([s])
+    m, sd = np.mean([-200.0, 150.0, -8.0]), np.std([-200.0, 150.0, -8.0], ddof=1)
+    assert s["in_sample_t"] == pytest.approx(m / (sd / np.sqrt(3)))
+    assert s["held_out_total"] == 300.0
+    assert s["held_out_z"] == pytest.approx((300.0 - m) / sd)     # one held-out segment: sqrt(1) sd
+    text = qh.segment_table([s])
+    assert "[0.3]" in text and f"({s['in_sample_t']:+.1f})" in text and f"+0.3 ({s['held_out_z']:+.1f})" in text
+    # two held-out segments: z sums them against two in-sample segments' mean and sqrt(2) sd
+    rows2 = rows + [{"file": "d", "policy": "join", "segment": 4, "role": "held_out", "pnl": x, "seed": k}
+                    for k, x in enumerate((-50.0, 10.0))]
+    s2, = qh.summarise_segments(rows2)
+    assert s2["held_out_total"] == pytest.approx(280.0)
+    assert s2["held_out_z"] == pytest.approx((280.0 - 2 * m) / (np.sqrt(2) * sd))
+    # no spread (one in-sample segment, or equal ones): no t, no z, an empty cell rather than a division by 0
+    flat = [{"file": "d", "policy": "hold", "segment": i, "role": roles[i], "pnl": 0.0, "seed": 0} for i in range(4)]
+    s3, = qh.summarise_segments(flat)
+    assert s3["in_sample_t"] is None and s3["held_out_z"] is None and s3["held_out_total"] == 0.0
+    assert "| +0.0 |" in qh.segment_table([s3])
 
 
 def test_segments_run_each_window_and_label_it(tmp_path):
