@@ -10,6 +10,10 @@ rows with each learning rate off its clamps, K at K_MAX, the PPO clip at a bound
 With ``--against VARIANT``: each other variant's held-out PnL minus VARIANT's on the same dataset and
 seed (what a change bought, paired, with its bootstrap interval).
 
+A (dataset, variant) whose seeds were run in several study folders (a study extended later with
+``alpharl study --seed-list``) is one row over all its seeds: its summary is recomputed from the trials
+of every folder (``alpharl.study.summarize``, the same bootstrap); a seed in two folders is an error.
+
 Usage: python benchmarks/studies/ablation.py STUDY_DIR [STUDY_DIR ...] [--policy sampled] [--against VARIANT]
        [--out FILE.md] [--runs FILE.json]
 """
@@ -26,7 +30,7 @@ from alpharl import isv as S
 from alpharl.actions import Action
 from alpharl.report import ReportError, load_run
 from alpharl.signals import TRADE_TOTALS
-from alpharl.study import OK, RESULT_FILE, STUDY_FILE, paired_comparison, read_json, trial_folder
+from alpharl.study import OK, RESULT_FILE, STUDY_FILE, paired_comparison, read_json, summarize, trial_folder
 
 #: The learning rates whose clamps the targets speak of (bounds: the ISV's slots, S.BY_NAME).
 LR_SLOTS = ("lr_q", "lr_pi", "lr_v")
@@ -90,6 +94,33 @@ def held_out_rows(study: dict, policy: str) -> list[dict]:
                      "two_sided": two_sided.get((s["dataset"], s["variant"])),
                      "improve_two_sided": improve_two_sided.get((s["dataset"], s["variant"]))})
     return rows
+
+
+def merge_studies(studies: list[dict]) -> list[dict]:
+    """The studies with every (dataset, variant) that several of them ran taken out of each and put into
+    one more study of its trials from all of them, its summary recomputed (``summarize``). A seed of such
+    a pair in two studies raises ValueError (the same trial twice, or two runs the tables cannot tell
+    apart)."""
+    owners: dict[tuple[str, str], list[int]] = {}
+    for i, st in enumerate(studies):
+        for key in dict.fromkeys((t["dataset"], t["variant"]) for t in st["trials"]):
+            owners.setdefault(key, []).append(i)
+    split = {key for key, idx in owners.items() if len(idx) > 1}
+    if not split:
+        return studies
+    out, pooled = [], []
+    for st in studies:
+        mine = [t for t in st["trials"] if (t["dataset"], t["variant"]) in split]
+        pooled += mine
+        out.append(dict(st, trials=[t for t in st["trials"] if (t["dataset"], t["variant"]) not in split],
+                        summary=[r for r in st["summary"] if (r["dataset"], r["variant"]) not in split]))
+    seen: set[tuple[str, str, int]] = set()
+    for t in pooled:
+        key = (t["dataset"], t["variant"], int(t["seed"]))
+        if key in seen:
+            raise ValueError(f"{key[0]} / {key[1]} seed {key[2]} is in two studies")
+        seen.add(key)
+    return out + [{"trials": pooled, "summary": summarize(pooled)}]
 
 
 def trial_policies(study: dict, policy: str):
@@ -259,8 +290,14 @@ def target_rows(folder: Path, study: dict, runs: list[dict] | None = None) -> li
     """Per (dataset, variant): medians / counts of ``run_targets`` over the trials of ``study`` (its
     study.json, in ``folder``) whose run folders kept their diagnostics (``runs``: their
     ``per_run_targets``, read here when not given)."""
+    return group_targets(per_run_targets(folder, study) if runs is None else runs)
+
+
+def group_targets(runs: list[dict]) -> list[dict]:
+    """Per (dataset, variant) of ``runs`` (``per_run_targets`` rows, of one study or several): medians /
+    counts of their targets."""
     groups: dict[tuple[str, str], list[dict]] = {}
-    for t in per_run_targets(folder, study) if runs is None else runs:
+    for t in runs:
         groups.setdefault((t["dataset"], t["variant"]), []).append(t)
     rows = []
     for (dataset, variant), ts in groups.items():
@@ -355,19 +392,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=None, metavar="FILE.json",
                     help="also write each run's in-sample targets (dataset, variant, seed) as JSON")
     args = ap.parse_args(argv)
-    held, targets, values, runs = [], [], {}, []
+    held, values, runs, studies = [], {}, [], []
     for folder in args.studies:
         path = folder / STUDY_FILE
         if not path.is_file():
             print(f"ablation: {path}: no study.json (run alpharl study first)", file=sys.stderr)
             return 2
         study = json.loads(path.read_text())
+        studies.append(study)
+        runs += per_run_targets(folder, study)
+    try:
+        merged = merge_studies(studies)
+    except ValueError as e:
+        print(f"ablation: {e}", file=sys.stderr)
+        return 2
+    for study in merged:
         held += held_out_rows(study, args.policy)
-        folder_runs = per_run_targets(folder, study)
-        runs += folder_runs
-        targets += target_rows(folder, study, folder_runs)
         for key, by_seed in trial_values(study, args.policy).items():
             values.setdefault(key, {}).update(by_seed)
+    targets = group_targets(runs)
     against = None
     if args.against is not None:
         if not any(v == args.against for _, v in values):

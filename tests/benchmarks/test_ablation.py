@@ -253,3 +253,32 @@ def test_one_seed_has_no_interval_and_excludes_no_loss(small_study):
     assert " - | " in line
     counts = next(l for l in text.splitlines() if l.startswith("| plain |"))
     assert counts.split("|")[3].strip() == "0/1"
+
+
+def test_seeds_of_one_pair_in_two_folders_are_one_row(small_study, tmp_path, capsys):
+    """A study extended later with more seeds (another folder): the pair's rows over all its seeds, its
+    summary recomputed from the pooled trials as one study of them would have it; a pair in one folder keeps
+    its stored summary; a seed in two folders is a one-line error."""
+    from alpharl.study import summarize
+    ab = _ablation()
+    study = json.loads((small_study / "study.json").read_text())
+    first = dict(study, trials=[t for t in study["trials"] if t["seed"] == 0 or t["variant"] == "plain"])
+    later = dict(study, trials=[t for t in study["trials"] if t["seed"] == 1 and t["variant"] == "horizon"])
+    first["summary"] = summarize(first["trials"])
+    later["summary"] = summarize(later["trials"])
+    merged = ab.merge_studies([first, later])
+    rows = {r["variant"]: r for st in merged for r in ab.held_out_rows(st, "sampled")}
+    whole = {r["variant"]: r for r in ab.held_out_rows(study, "sampled")}
+    assert rows["horizon"]["n"] == 2
+    for key in ("policy", "policy_ci", "join", "diff", "diff_ci", "above_join", "below_hold"):
+        assert rows["horizon"][key] == pytest.approx(whole["horizon"][key])
+        assert rows["plain"][key] == pytest.approx(whole["plain"][key])
+    assert ab.merge_studies([study]) == [study]                       # nothing split: untouched
+    for name, st in (("a", first), ("b", later)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "study.json").write_text(json.dumps(st))
+    md = tmp_path / "m.md"
+    assert ab.main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(md)]) == 0
+    assert sum(line.startswith("| AMZN_2012-06-21_5_cut | horizon | 2 |") for line in md.read_text().splitlines()) == 1
+    assert ab.main([str(tmp_path / "a"), str(tmp_path / "a")]) == 2
+    assert "seed 0 is in two studies" in capsys.readouterr().err
