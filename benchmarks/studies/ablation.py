@@ -286,11 +286,11 @@ def per_run_targets(folder: Path, study: dict) -> list[dict]:
     return runs
 
 
-def target_rows(folder: Path, study: dict, runs: list[dict] | None = None) -> list[dict]:
+def target_rows(folder: Path, study: dict) -> list[dict]:
     """Per (dataset, variant): medians / counts of ``run_targets`` over the trials of ``study`` (its
-    study.json, in ``folder``) whose run folders kept their diagnostics (``runs``: their
-    ``per_run_targets``, read here when not given)."""
-    return group_targets(per_run_targets(folder, study) if runs is None else runs)
+    study.json, in ``folder``) whose run folders kept their diagnostics (``group_targets`` of their
+    ``per_run_targets``)."""
+    return group_targets(per_run_targets(folder, study))
 
 
 def group_targets(runs: list[dict]) -> list[dict]:

@@ -168,7 +168,7 @@ def test_runs_pinned_at_k_max_are_counted(small_study):
     runs = ab.per_run_targets(small_study, study)
     assert runs and all(r["k_at_max"] == 0.0 for r in runs)   # 8 steps: K never leaves 1
     runs[0] = dict(runs[0], k_at_max=ab.K_PINNED_SHARE)
-    (row,) = ab.target_rows(small_study, study, runs)
+    (row,) = ab.group_targets(runs)
     assert row["k_pinned"] == 1 and row["runs"] == len(runs)
     assert " (1) |" in ab.markdown([], [row], "sampled")
 
