@@ -3,6 +3,8 @@ barriers (syncthreads and its count / and / or forms), threads that leave early,
 and a thread's exception, raised from the launch and stopping the other threads; its device-function
 calls (each module's swap held for the launch) against the stock per-call swap, the modules' own
 ``cuda`` back after every launch, a failed one too; its scalar casts against numba's."""
+import threading
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -129,10 +131,15 @@ def test_device_function_calls_as_numba_runs_them(stock, rng, monkeypatch):
     np.testing.assert_allclose(out, x.reshape(3, N).sum(axis=1), rtol=1e-12)
     assert {"tests": globals()["cuda"], "reductions": reductions.cuda} == real
     bad = int(rng.integers(0, N))
+    running = set(threading.enumerate())
     with pytest.raises(IndexError, match=rf"tid=\[{bad}, 0, 0\] ctaid=\[1, 0, 0\]"):
         _sum_through_device_functions[3, N](x, out, np.array([bad]))
-    if not stock:  # the stock call's swaps end as the aborted threads (never joined) unwind, maybe later
-        assert {"tests": globals()["cuda"], "reductions": reductions.cuda} == real
+    if stock:   # the stock call's swaps end as its aborted threads (never joined) unwind: wait for them here,
+        # or they swap the modules' cuda back while the worker's next test runs
+        for thread in set(threading.enumerate()) - running:
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+    assert {"tests": globals()["cuda"], "reductions": reductions.cuda} == real
     assert real["reductions"] is cuda  # numba's own module, not a launch's fake one
 
 
