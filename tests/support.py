@@ -176,17 +176,22 @@ def assert_update_matches_reference(nets, isv, isv_d, out, ref):
         np.testing.assert_allclose(got, getattr(ref.out, name), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-def assert_float32_update_matches(r32, r64, state, isv, layout):
-    """The reference update in float32 (the numpy backend's, ``r32``) against float64 (``r64``), both the
-    first Adam step from ``state`` under ``isv``. Adam's first step moves a parameter by lr g / (|g| + eps),
+def assert_float32_update_matches(nets, env, rep, **options):
+    """The reference update of ``nets`` (its first Adam step) on ``env`` / ``rep`` under the bootstrap ISV,
+    with ``options`` (alpharl.reference.learner.update's keywords), run in float32 as the numpy backend runs
+    it, against float64. Adam's first step moves a parameter by lr g / (|g| + eps),
     ill-conditioned where |g| is near eps: a gradient that cancels to ~1e-8 has a float32 rounding of its
     own size, and the step can differ by up to 2 lr between the two precisions. So the parameters are held
     everywhere to a float64 Adam step from the float32 run's own gradient (the float32 arithmetic of the
     step), and to the float64 run where |g| is far above the gradients' tolerance (the direction settled)."""
     from alpharl import isv as S
     from alpharl.nets import MODULES
+    from alpharl.reference import learner as RL
     from alpharl.reference import nets as R
 
+    state, isv, layout = nets.state_dict(), S.bootstrap_vector(), nets.layout
+    r32 = RL.update(state, isv, env, rep, layout, dtype=np.float32, **options)
+    r64 = RL.update(state, isv, env, rep, layout, **options)
     assert r32.state["params"].dtype == np.float32
     np.testing.assert_allclose(r32.grads, r64.grads, rtol=1e-3, atol=1e-6)
     p0 = np.asarray(state["params"], np.float64)
